@@ -1,0 +1,158 @@
+"""Choose the best fixed per-module tier tuple on the validation split, cheaply.
+
+"Best" needs a budget, or all-HIGH would always win: the best fixed tuple is the one with
+the highest validation quality among those whose validation cost is at most
+``budget_frac`` x the cost of all-HIGH (default 0.5, the budget of the question the
+frontier command answers). Ties go to the cheaper tuple, then to the lexicographically
+smaller one.
+
+Searching all 3^5 = 243 tuples is affordable only with fast backends, so the default is
+a *greedy coordinate ascent* from all-LOW: at each step, evaluate every single-module
+one-tier upgrade that has not been evaluated yet, move to the feasible upgrade with the
+best quality gain per unit of extra cost (a free or cheaper upgrade that does not lose
+quality is taken first), and stop when no upgrade is feasible and non-losing. This
+evaluates at most 1 + 10 x 5 tuples (usually 15-30) and returns the best feasible tuple
+seen anywhere on the path. ``exhaustive`` evaluates all 243; ``candidates`` evaluates a
+given list (plus all-LOW and all-HIGH). Every evaluation is recorded in the trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from modules.tier import MODULE_ORDER, Tier
+
+TierTuple = tuple[Tier, ...]
+#: ``evaluate(tiers) -> (quality, cost)`` on the validation split.
+Evaluator = Callable[[TierTuple], tuple[float, float]]
+
+ALL_LOW: TierTuple = (Tier.LOW,) * len(MODULE_ORDER)
+ALL_HIGH: TierTuple = (Tier.HIGH,) * len(MODULE_ORDER)
+SEARCH_METHODS: tuple[str, ...] = ("greedy", "exhaustive", "candidates")
+
+
+def tiers_label(tiers: Sequence[Tier]) -> str:
+    """Return the ``"L,M,H,M,L"`` spelling used by ``policies.baselines.get_baseline('fixed:...')``."""
+    return ",".join(Tier(t).name[0] for t in tiers)
+
+
+@dataclass
+class SearchResult:
+    """Outcome of a tier-tuple search.
+
+    Attributes:
+        best: The chosen tuple.
+        quality: Its validation quality.
+        cost: Its validation cost.
+        budget: The cost budget (``budget_frac`` x all-HIGH cost).
+        method: Search method used.
+        trace: Every evaluated tuple in evaluation order: ``(label, quality, cost)``.
+    """
+
+    best: TierTuple
+    quality: float
+    cost: float
+    budget: float
+    method: str
+    trace: list[tuple[str, float, float]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """Return a JSON-friendly dict."""
+        return {
+            "best": tiers_label(self.best),
+            "quality": self.quality,
+            "cost": self.cost,
+            "budget": self.budget,
+            "method": self.method,
+            "n_evaluated": len(self.trace),
+            "trace": [{"tiers": t, "quality": q, "cost": c} for t, q, c in self.trace],
+        }
+
+
+class _Memo:
+    def __init__(self, evaluate: Evaluator) -> None:
+        self._evaluate = evaluate
+        self.results: dict[TierTuple, tuple[float, float]] = {}
+        self.trace: list[tuple[str, float, float]] = []
+
+    def __call__(self, tiers: TierTuple) -> tuple[float, float]:
+        if tiers not in self.results:
+            q, c = self._evaluate(tiers)
+            self.results[tiers] = (float(q), float(c))
+            self.trace.append((tiers_label(tiers), float(q), float(c)))
+        return self.results[tiers]
+
+
+def _pick_best(results: dict[TierTuple, tuple[float, float]], budget: float) -> TierTuple:
+    feasible = [t for t, (_, c) in results.items() if c <= budget]
+    if not feasible:  # only possible if all-LOW itself is over budget: fall back to the cheapest
+        return min(results, key=lambda t: (results[t][1], tuple(int(x) for x in t)))
+    return min(feasible, key=lambda t: (-results[t][0], results[t][1], tuple(int(x) for x in t)))
+
+
+def _greedy(memo: _Memo, budget: float) -> None:
+    current = ALL_LOW
+    while True:
+        q0, c0 = memo(current)
+        best_move: tuple[float, TierTuple] | None = None
+        for i in range(len(current)):
+            if current[i] == Tier.HIGH:
+                continue
+            cand = current[:i] + (Tier(current[i] + 1),) + current[i + 1 :]
+            q, c = memo(cand)
+            dq, dc = q - q0, c - c0
+            if c > budget or dq < 0 or (dq == 0 and dc > 0):
+                continue
+            # Gain per unit cost; a move that costs nothing (or saves) ranks first.
+            score = float("inf") if dc <= 0 else dq / dc
+            if best_move is None or score > best_move[0]:
+                best_move = (score, cand)
+        if best_move is None:
+            return
+        current = best_move[1]
+
+
+def search_fixed_tiers(
+    evaluate: Evaluator,
+    *,
+    budget_frac: float = 0.5,
+    method: str = "greedy",
+    candidates: Sequence[TierTuple] = (),
+) -> SearchResult:
+    """Find the best fixed tier tuple under a cost budget relative to all-HIGH.
+
+    Args:
+        evaluate: Returns ``(quality, cost)`` of a tuple on the validation split.
+        budget_frac: Budget as a fraction of all-HIGH's validation cost.
+        method: ``"greedy"`` (coordinate ascent), ``"exhaustive"`` or ``"candidates"``.
+        candidates: Tuples to evaluate for ``method="candidates"``.
+
+    Returns:
+        The :class:`SearchResult` with the full evaluation trace.
+
+    Raises:
+        ValueError: For an unknown method, a non-positive budget or a malformed candidate.
+    """
+    if method not in SEARCH_METHODS:
+        raise ValueError(f"unknown search method {method!r}; choose from {SEARCH_METHODS}")
+    if budget_frac <= 0:
+        raise ValueError(f"budget_frac must be > 0, got {budget_frac}")
+    memo = _Memo(evaluate)
+    _, c_high = memo(ALL_HIGH)
+    budget = budget_frac * c_high
+    memo(ALL_LOW)
+    if method == "greedy":
+        _greedy(memo, budget)
+    elif method == "exhaustive":
+        for t in itertools.product(list(Tier), repeat=len(MODULE_ORDER)):
+            memo(tuple(t))
+    else:
+        for cand in candidates:
+            if len(cand) != len(MODULE_ORDER):
+                raise ValueError(f"candidate {cand!r} has {len(cand)} tiers, expected {len(MODULE_ORDER)}")
+            memo(tuple(Tier.parse(x) for x in cand))
+    best = _pick_best(memo.results, budget)
+    q, c = memo.results[best]
+    return SearchResult(best=best, quality=q, cost=c, budget=budget, method=method, trace=memo.trace)

@@ -1,0 +1,374 @@
+"""Reward shaping: ``reward = r_task + λ·α·r_cost`` on the last step of an episode.
+
+Pieces, each a small class with its own tests:
+
+* :class:`CostNormalizer`: the BudgetMem sliding-window normaliser. The current raw cost is
+  appended to a FIFO window of the last ``window`` costs (default 2,000) *first*; then
+  ``ĉ = clip((√c − P5) / (P95 − P5), 0, 1)`` where P5/P95 are linearly interpolated
+  percentiles of ``√window``. Degenerate windows (``P95 <= P5``): if ``P95 == 0`` it is set
+  to 1 (so ``ĉ = min(√c, 1)``), otherwise ``P5 = 0.9·P95``. ``r_cost = 1 − ĉ`` (higher is
+  cheaper). These rules copy ``llm_pricing.py:70-314`` of the reference code; one consequence
+  worth knowing: with a single-sample window a non-zero cost gets ``ĉ = 1`` (``r_cost = 0``).
+* :class:`CostAlignment`: the scale ``α = std(r_task) / std(r_cost)`` over a FIFO history of
+  the last ``alpha_window`` (default 2,000) ``(r_task, r_cost)`` pairs, the current pair
+  included. Both standard deviations (population, ``ddof=0``) are floored at ``std_floor``
+  (1e-5, as in the reference) and α is clipped to ``[alpha_min, alpha_max]`` (default
+  [0.01, 100]) so that a task term without spread (e.g. every F1 = 0 early on) cannot make
+  the cost term vanish or explode. While fewer than ``min_history`` (default 2) pairs exist,
+  α = 1. Modes:
+
+  - ``"frozen"`` (default): α follows the history until ``warmup`` (default 256) pairs have
+    been seen, then stays fixed for the rest of the run. After the warm-up the reward is a
+    stationary function of (F1, cost-rank), which the critic can fit; the reference's
+    ever-moving scale makes the same (F1, cost) worth different amounts over time.
+  - ``"window"``: α is recomputed from the FIFO history at every episode (closest to the
+    reference, which recomputes per batch).
+  - ``"fixed"``: α is the constant ``alpha`` (e.g. 1.0 for the "no alignment" ablation, or a
+    value read from a previous run).
+
+**Where this differs from the reference code.** The reference scales the *task* term:
+``reward = aligned_r + λ·r_cost`` with ``aligned_r = r_task·std(r_cost)/std(r_task)``
+(``llm_pricing.py:541-623``, ``ppo_trainer.py:485``), and its histories hold 20,000 pairs.
+We scale the *cost* term, as the paper writes it: ``reward = r_task + λ·α·r_cost`` with
+``α = std(r_task)/std(r_cost)``. For one α the two differ only by the positive factor
+``std(r_cost)/std(r_task)``, so they rank episodes identically, but ours keeps the reward in
+task units (F1 in [0, 1] plus a bounded cost term): λ = 0 gives exactly ``r_task``, and
+values are comparable across runs and λ values. We also default to a frozen α (see above).
+
+The shaper is stateful (windows and histories). Each environment instance owns one; with a
+vectorised env each worker has its own windows, which fill at the same rate on average.
+``state_dict``/``load_state_dict`` let a resumed run continue with the same statistics.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+ALPHA_MODES = ("frozen", "window", "fixed")
+
+
+def percentile_linear(values: np.ndarray, q: float) -> float:
+    """The ``q``-th percentile with linear interpolation between order statistics.
+
+    This is numpy's default ("linear", type 7) method, written out so the definition the
+    tests check by hand is explicit: position ``h = (n − 1)·q/100``, value
+    ``x[⌊h⌋] + (h − ⌊h⌋)·(x[⌊h⌋+1] − x[⌊h⌋])`` over the sorted values.
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    if x.size == 0:
+        raise ValueError("percentile of an empty window")
+    h = (x.size - 1) * q / 100.0
+    lo = int(np.floor(h))
+    hi = min(lo + 1, x.size - 1)
+    return float(x[lo] + (h - lo) * (x[hi] - x[lo]))
+
+
+class CostNormalizer:
+    """Sliding-window sqrt + percentile normaliser of raw costs (see the module docstring).
+
+    Args:
+        window: Number of most recent raw costs kept (FIFO).
+        low_pct: Lower clip percentile (5).
+        high_pct: Upper clip percentile (95).
+
+    Raises:
+        ValueError: On a non-positive window or percentiles outside ``0 <= low < high <= 100``.
+    """
+
+    def __init__(self, window: int = 2000, low_pct: float = 5.0, high_pct: float = 95.0) -> None:
+        if int(window) < 1:
+            raise ValueError(f"cost window must be >= 1, got {window}")
+        if not 0.0 <= low_pct < high_pct <= 100.0:
+            raise ValueError(f"need 0 <= low_pct < high_pct <= 100, got {low_pct}, {high_pct}")
+        self.window = int(window)
+        self.low_pct = float(low_pct)
+        self.high_pct = float(high_pct)
+        self._costs: collections.deque[float] = collections.deque(maxlen=self.window)
+
+    def __len__(self) -> int:
+        return len(self._costs)
+
+    @property
+    def costs(self) -> list[float]:
+        """The raw costs currently in the window, oldest first."""
+        return list(self._costs)
+
+    def bounds(self) -> tuple[float, float]:
+        """Return ``(P5, P95)`` of √window after the degenerate-case rules.
+
+        Raises:
+            ValueError: If the window is empty.
+        """
+        roots = np.sqrt(np.asarray(self._costs, dtype=np.float64))
+        p_lo = percentile_linear(roots, self.low_pct)
+        p_hi = percentile_linear(roots, self.high_pct)
+        if p_hi <= p_lo:
+            if p_hi == 0.0:
+                p_hi = 1.0
+            else:
+                p_lo = 0.9 * p_hi
+        return p_lo, p_hi
+
+    def normalise(self, raw_cost: float, *, update: bool = True) -> tuple[float, dict[str, float]]:
+        """Append ``raw_cost`` to the window (if ``update``), then return ``(ĉ, details)``.
+
+        Args:
+            raw_cost: Non-negative cost of one episode.
+            update: If False, normalise against the current window without adding the cost
+                (for evaluation; the window must then be non-empty).
+
+        Returns:
+            ``ĉ`` in [0, 1] and ``{"p_low", "p_high"}`` (in √cost units).
+
+        Raises:
+            ValueError: On a negative or non-finite cost.
+        """
+        c = float(raw_cost)
+        if not np.isfinite(c) or c < 0.0:
+            raise ValueError(f"raw cost must be finite and >= 0, got {raw_cost!r}")
+        if update:
+            self._costs.append(c)
+        p_lo, p_hi = self.bounds()
+        c_hat = float(np.clip((np.sqrt(c) - p_lo) / (p_hi - p_lo), 0.0, 1.0))
+        return c_hat, {"p_low": p_lo, "p_high": p_hi}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Serializable state."""
+        return {"window": self.window, "low_pct": self.low_pct, "high_pct": self.high_pct, "costs": self.costs}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore from :meth:`state_dict` (the window size must match)."""
+        if int(state["window"]) != self.window:
+            raise ValueError(f"saved cost window {state['window']} != configured window {self.window}")
+        self._costs = collections.deque((float(c) for c in state["costs"]), maxlen=self.window)
+
+
+class CostAlignment:
+    """The scale α that aligns the spread of the cost term with the task term.
+
+    Args:
+        mode: ``"frozen"``, ``"window"`` or ``"fixed"`` (see the module docstring).
+        window: FIFO history length of ``(r_task, r_cost)`` pairs.
+        warmup: Pairs after which a ``"frozen"`` α stops moving.
+        alpha: The constant for ``"fixed"`` mode (and the value used before ``min_history``).
+        std_floor: Floor of both standard deviations.
+        alpha_min: Lower clip of α.
+        alpha_max: Upper clip of α.
+        min_history: Pairs needed before α is estimated from data.
+
+    Raises:
+        ValueError: On an unknown mode or inconsistent limits.
+    """
+
+    def __init__(
+        self,
+        mode: str = "frozen",
+        window: int = 2000,
+        warmup: int = 256,
+        alpha: float = 1.0,
+        std_floor: float = 1e-5,
+        alpha_min: float = 0.01,
+        alpha_max: float = 100.0,
+        min_history: int = 2,
+    ) -> None:
+        if mode not in ALPHA_MODES:
+            raise ValueError(f"unknown alpha mode {mode!r}; choose one of {ALPHA_MODES}")
+        if int(window) < 1 or int(warmup) < 1 or int(min_history) < 1:
+            raise ValueError(f"alpha window/warmup/min_history must be >= 1, got {window}/{warmup}/{min_history}")
+        if not 0.0 < alpha_min <= alpha_max or std_floor <= 0.0 or alpha <= 0.0:
+            raise ValueError(
+                f"need 0 < alpha_min <= alpha_max, std_floor > 0, alpha > 0; got {alpha_min}, {alpha_max}, "
+                f"{std_floor}, {alpha}"
+            )
+        self.mode = mode
+        self.window = int(window)
+        self.warmup = int(warmup)
+        self.alpha0 = float(alpha)
+        self.std_floor = float(std_floor)
+        self.alpha_min = float(alpha_min)
+        self.alpha_max = float(alpha_max)
+        self.min_history = int(min_history)
+        self._task: collections.deque[float] = collections.deque(maxlen=self.window)
+        self._cost: collections.deque[float] = collections.deque(maxlen=self.window)
+        self.seen = 0
+        self.frozen_alpha: float | None = None
+        self.alpha = float(alpha)
+
+    def _estimate(self) -> float:
+        if len(self._task) < self.min_history:
+            return self.alpha0
+        s_task = max(float(np.std(self._task)), self.std_floor)
+        s_cost = max(float(np.std(self._cost)), self.std_floor)
+        return float(np.clip(s_task / s_cost, self.alpha_min, self.alpha_max))
+
+    def update(self, r_task: float, r_cost: float) -> float:
+        """Add one ``(r_task, r_cost)`` pair and return the α to use for it."""
+        if self.mode == "fixed":
+            self.alpha = self.alpha0
+            return self.alpha
+        if self.frozen_alpha is not None:
+            return self.frozen_alpha
+        self._task.append(float(r_task))
+        self._cost.append(float(r_cost))
+        self.seen += 1
+        self.alpha = self._estimate()
+        if self.mode == "frozen" and self.seen >= self.warmup:
+            self.frozen_alpha = self.alpha
+        return self.alpha
+
+    def state_dict(self) -> dict[str, Any]:
+        """Serializable state."""
+        return {
+            "mode": self.mode,
+            "task": list(self._task),
+            "cost": list(self._cost),
+            "seen": self.seen,
+            "alpha": self.alpha,
+            "frozen_alpha": self.frozen_alpha,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore from :meth:`state_dict`."""
+        if state["mode"] != self.mode:
+            raise ValueError(f"saved alpha mode {state['mode']!r} != configured {self.mode!r}")
+        self._task = collections.deque((float(v) for v in state["task"]), maxlen=self.window)
+        self._cost = collections.deque((float(v) for v in state["cost"]), maxlen=self.window)
+        self.seen = int(state["seen"])
+        self.alpha = float(state["alpha"])
+        self.frozen_alpha = None if state["frozen_alpha"] is None else float(state["frozen_alpha"])
+
+
+class RewardShaper:
+    """Combine task score and raw cost into the episode reward ``r_task + λ·α·r_cost``.
+
+    Args:
+        cost_lambda: λ >= 0, the weight of the cost term (0 = performance first).
+        window: Window of the cost normaliser.
+        low_pct: Lower percentile of the normaliser.
+        high_pct: Upper percentile of the normaliser.
+        alpha_mode: ``"frozen"``, ``"window"`` or ``"fixed"``.
+        alpha_window: History length for α.
+        alpha_warmup: Warm-up pairs of the ``"frozen"`` mode.
+        alpha: Constant α of the ``"fixed"`` mode.
+        alpha_min: Lower clip of α.
+        alpha_max: Upper clip of α.
+        std_floor: Floor of the standard deviations in α.
+
+    Raises:
+        ValueError: On a negative or non-finite λ (and bad normaliser/α settings).
+    """
+
+    def __init__(
+        self,
+        cost_lambda: float = 0.0,
+        window: int = 2000,
+        low_pct: float = 5.0,
+        high_pct: float = 95.0,
+        alpha_mode: str = "frozen",
+        alpha_window: int = 2000,
+        alpha_warmup: int = 256,
+        alpha: float = 1.0,
+        alpha_min: float = 0.01,
+        alpha_max: float = 100.0,
+        std_floor: float = 1e-5,
+    ) -> None:
+        lam = float(cost_lambda)
+        if not np.isfinite(lam) or lam < 0.0:
+            raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
+        self.cost_lambda = lam
+        self.normalizer = CostNormalizer(window=window, low_pct=low_pct, high_pct=high_pct)
+        self.alignment = CostAlignment(
+            mode=alpha_mode,
+            window=alpha_window,
+            warmup=alpha_warmup,
+            alpha=alpha,
+            std_floor=std_floor,
+            alpha_min=alpha_min,
+            alpha_max=alpha_max,
+        )
+
+    @classmethod
+    def from_config(cls, cost_cfg: Mapping[str, Any]) -> RewardShaper:
+        """Build from the ``cost`` section of the env config (see :mod:`envs.components`).
+
+        Recognised keys: ``lambda``, ``window``, ``low_pct``, ``high_pct`` and an ``alpha``
+        sub-dict with ``mode``, ``window``, ``warmup``, ``value``, ``min``, ``max``,
+        ``std_floor``. Other keys of the section (``unit``, ``include_answer_cost``) belong to
+        other consumers and are ignored here.
+
+        Raises:
+            ValueError: On an unknown key in the ``alpha`` sub-dict.
+        """
+        a = dict(cost_cfg.get("alpha") or {})
+        known = {"mode", "window", "warmup", "value", "min", "max", "std_floor"}
+        unknown = sorted(set(a) - known)
+        if unknown:
+            raise ValueError(f"cost.alpha: unknown keys {unknown}; known keys are {sorted(known)}")
+        return cls(
+            cost_lambda=float(cost_cfg.get("lambda", 0.0)),
+            window=int(cost_cfg.get("window", 2000)),
+            low_pct=float(cost_cfg.get("low_pct", 5.0)),
+            high_pct=float(cost_cfg.get("high_pct", 95.0)),
+            alpha_mode=str(a.get("mode", "frozen")),
+            alpha_window=int(a.get("window", 2000)),
+            alpha_warmup=int(a.get("warmup", 256)),
+            alpha=float(a.get("value", 1.0)),
+            alpha_min=float(a.get("min", 0.01)),
+            alpha_max=float(a.get("max", 100.0)),
+            std_floor=float(a.get("std_floor", 1e-5)),
+        )
+
+    def shape(self, r_task: float, raw_cost: float) -> tuple[float, dict[str, float]]:
+        """Reward for one finished episode; updates the cost window and the α history.
+
+        Args:
+            r_task: Task score (token F1 or judge score, in [0, 1]).
+            raw_cost: Raw episode cost in the configured unit (>= 0).
+
+        Returns:
+            ``(reward, terms)`` where ``terms`` holds ``r_task``, ``raw_cost``, ``cost_norm``
+            (ĉ), ``r_cost``, ``alpha``, ``cost_lambda``, ``cost_term`` (λ·α·r_cost),
+            ``p_low``, ``p_high`` and ``reward``.
+
+        Raises:
+            ValueError: On a non-finite task score or an invalid cost.
+        """
+        rt = float(r_task)
+        if not np.isfinite(rt):
+            raise ValueError(f"r_task must be finite, got {r_task!r}")
+        c_hat, bounds = self.normalizer.normalise(raw_cost)
+        r_cost = 1.0 - c_hat
+        alpha = self.alignment.update(rt, r_cost)
+        cost_term = self.cost_lambda * alpha * r_cost
+        reward = rt + cost_term
+        terms = {
+            "r_task": rt,
+            "raw_cost": float(raw_cost),
+            "cost_norm": c_hat,
+            "r_cost": r_cost,
+            "alpha": alpha,
+            "cost_lambda": self.cost_lambda,
+            "cost_term": cost_term,
+            "reward": reward,
+            **bounds,
+        }
+        return reward, terms
+
+    def state_dict(self) -> dict[str, Any]:
+        """Serializable state (normaliser window and α history)."""
+        return {
+            "cost_lambda": self.cost_lambda,
+            "normalizer": self.normalizer.state_dict(),
+            "alignment": self.alignment.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore from :meth:`state_dict` (λ must match)."""
+        if float(state["cost_lambda"]) != self.cost_lambda:
+            raise ValueError(f"saved cost_lambda {state['cost_lambda']} != configured {self.cost_lambda}")
+        self.normalizer.load_state_dict(state["normalizer"])
+        self.alignment.load_state_dict(state["alignment"])

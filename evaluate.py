@@ -1,0 +1,44 @@
+"""Evaluation entry point: ``python evaluate.py <command> [options]``.
+
+Commands (each lives next to the concept it evaluates; this file only dispatches):
+
+* ``memory``     HTM-EAR tiered-memory benchmark (synthetic scenarios A/B/C, BGL_2k).
+* ``retrieval``  Evidence recall@k of the tiered memory on a QA benchmark split.
+* ``describe``   Counts of a benchmark's histories, questions, splits and categories.
+* ``frontier``   Cost-quality frontier of router checkpoints against fixed-tier baselines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: command -> (module, help). Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "memory": ("memory.cli", "HTM-EAR tiered-memory benchmark (scenarios A/B/C, BGL_2k)"),
+    "retrieval": ("benchmarks.cli_retrieval", "evidence recall@k of the tiered memory"),
+    "describe": ("benchmarks.cli_describe", "counts of a benchmark's data"),
+    "frontier": ("benchmarks.cli_frontier", "cost-quality frontier of routers vs baselines"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns the process exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        usage = "\n".join(f"  {name:<10} {help_text}" for name, (_, help_text) in COMMANDS.items())
+        print(f"usage: python evaluate.py COMMAND [options]\n\ncommands:\n{usage}", file=sys.stderr)
+        if argv and argv[0] not in ("-h", "--help"):
+            print(f"\nerror: unknown command {argv[0]!r}", file=sys.stderr)
+            return 2
+        return 0 if argv else 2
+    # Import lazily so that one command does not pay for another's heavy imports.
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    parser = argparse.ArgumentParser(prog=f"evaluate.py {argv[0]}", description=COMMANDS[argv[0]][1])
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(argv[1:])) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""HTM-EAR tiered memory: two HNSW tiers, importance-aware eviction, gated hybrid retrieval.
+
+Public names are exported lazily (PEP 562) so that ``import memory`` stays cheap: torch and
+transformers are imported only when the MiniLM encoder is built, hnswlib only with a memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+#: public name -> submodule that defines it.
+_EXPORTS: dict[str, str] = {
+    "Encoder": "memory.encoder",
+    "get_encoder": "memory.encoder",
+    "register_encoder": "memory.encoder",
+    "HashingEncoder": "memory.encoder",
+    "MiniLMEncoder": "memory.encoder",
+    "MemoryConfig": "memory.config",
+    "MODES": "memory.config",
+    "TieredMemory": "memory.tiered",
+    "RetrievedItem": "memory.tiered",
+    "MemoryLoadError": "memory.persistence",
+    "EntityExtractor": "memory.entities",
+    "PATTERN_SETS": "memory.entities",
+    "get_reranker": "memory.rerank",
+    "Reranker": "memory.rerank",
+    "calibrate_gate_threshold": "memory.calibration",
+}
+
+__all__ = [
+    "MODES",
+    "PATTERN_SETS",
+    "Encoder",
+    "EntityExtractor",
+    "HashingEncoder",
+    "MemoryConfig",
+    "MemoryLoadError",
+    "MiniLMEncoder",
+    "Reranker",
+    "RetrievedItem",
+    "TieredMemory",
+    "calibrate_gate_threshold",
+    "get_encoder",
+    "get_reranker",
+    "register_encoder",
+]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from memory.calibration import calibrate_gate_threshold
+    from memory.config import MODES, MemoryConfig
+    from memory.encoder import Encoder, HashingEncoder, MiniLMEncoder, get_encoder, register_encoder
+    from memory.entities import PATTERN_SETS, EntityExtractor
+    from memory.persistence import MemoryLoadError
+    from memory.rerank import Reranker, get_reranker
+    from memory.tiered import RetrievedItem, TieredMemory
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

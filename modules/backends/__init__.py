@@ -1,0 +1,56 @@
+"""LLM backends behind one interface, created by name.
+
+The registry maps a short name to ``"module:Class"`` and imports the module only when that
+backend is requested, so ``import modules.backends`` never loads llama.cpp, torch or vLLM.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
+
+BACKENDS: dict[str, str] = {
+    "llamacpp": "modules.backends.llamacpp:LlamaCppBackend",
+    "transformers": "modules.backends.hf:TransformersBackend",
+    "vllm": "modules.backends.vllm:VLLMBackend",
+    "openai": "modules.backends.openai_http:OpenAIBackend",
+    "fake": "modules.backends.fake:FakeBackend",
+}
+
+
+def backend_class(name: str) -> type[LLMBackend]:
+    """Import and return the backend class registered under ``name``.
+
+    Raises:
+        KeyError: ``name`` is not a registered backend.
+    """
+    if name not in BACKENDS:
+        raise KeyError(f"unknown LLM backend {name!r}; choose one of {sorted(BACKENDS)}")
+    module_name, cls_name = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module_name), cls_name)
+
+
+def get_backend(name: str, **kwargs: Any) -> LLMBackend:
+    """Create the backend registered under ``name`` with ``kwargs`` passed to its constructor.
+
+    Args:
+        name: One of ``"llamacpp"``, ``"transformers"``, ``"vllm"``, ``"openai"``, ``"fake"``.
+        **kwargs: Constructor arguments of that backend (e.g. ``model="smollm2-135m"``).
+
+    Returns:
+        The backend instance.
+    """
+    return backend_class(name)(**kwargs)
+
+
+__all__ = [
+    "BACKENDS",
+    "BackendError",
+    "GenerationRequest",
+    "GenerationResult",
+    "LLMBackend",
+    "backend_class",
+    "get_backend",
+]

@@ -1,0 +1,128 @@
+"""The one interface every LLM backend implements (llama.cpp, transformers, vLLM, HTTP, fake).
+
+Backends are *batched* from the start: ``generate`` takes a list of requests so that
+vectorised environments can send the same tier's calls for N episodes at once.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class BackendError(RuntimeError):
+    """A backend failed in a way that retries cannot fix (bad config, missing model file)."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation call.
+
+    Exactly one of ``messages`` (chat, the backend applies the model's chat template) or
+    ``prompt`` (raw completion, e.g. for base models used few-shot) must be set.
+
+    Attributes:
+        messages: Chat messages as ``({"role": ..., "content": ...}, ...)``.
+        prompt: Raw completion prompt.
+        max_tokens: Generation cap.
+        stop: Stop strings.
+        json_schema: If set, constrain the output to this JSON schema (where supported).
+        temperature: Sampling temperature; 0 means greedy (the default, for determinism).
+        seed: Sampling seed.
+    """
+
+    messages: tuple[dict[str, str], ...] | None = None
+    prompt: str | None = None
+    max_tokens: int = 128
+    stop: tuple[str, ...] = ()
+    json_schema: dict[str, Any] | None = field(default=None, hash=False, compare=True)
+    temperature: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.messages is None) == (self.prompt is None):
+            raise ValueError("GenerationRequest needs exactly one of messages= or prompt=")
+        if self.max_tokens <= 0:
+            raise ValueError(f"max_tokens must be > 0, got {self.max_tokens}")
+
+    def fingerprint(self) -> str:
+        """A canonical JSON string of everything that determines the output (for cache keys)."""
+        return json.dumps(
+            {
+                "messages": list(self.messages) if self.messages is not None else None,
+                "prompt": self.prompt,
+                "max_tokens": self.max_tokens,
+                "stop": list(self.stop),
+                "json_schema": self.json_schema,
+                "temperature": self.temperature,
+                "seed": self.seed,
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """What one generation call returned.
+
+    Attributes:
+        text: Generated text ("" on error).
+        tokens_in: Prompt tokens as counted by the backend.
+        tokens_out: Generated tokens.
+        latency_s: Wall-clock seconds of the call.
+        model_id: The model that produced it.
+        finish_reason: ``"stop"``, ``"length"`` or ``"error"``.
+        error: Error message when ``finish_reason == "error"``.
+        cached: Whether the result was replayed from the call cache.
+    """
+
+    text: str
+    tokens_in: int
+    tokens_out: int
+    latency_s: float
+    model_id: str
+    finish_reason: str = "stop"
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True unless the call errored."""
+        return self.finish_reason != "error"
+
+
+class LLMBackend(abc.ABC):
+    """Base class of all LLM backends.
+
+    Attributes:
+        model_id: Stable model identifier (used in cache keys and the cost table).
+        n_ctx: Context window in tokens.
+    """
+
+    model_id: str
+    n_ctx: int
+
+    @abc.abstractmethod
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Run a batch of requests and return one result per request, in order.
+
+        Errors of individual calls come back as results with ``finish_reason="error"``;
+        only configuration errors raise.
+        """
+
+    @abc.abstractmethod
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` takes for this model (used for context truncation)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release resources (servers, threads)."""
+
+    def __enter__(self) -> LLMBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

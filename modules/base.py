@@ -1,0 +1,177 @@
+"""The module interface: what a memory-extraction module sees, returns and how tiers plug in.
+
+A :class:`Module` is one stage of the pipeline (filter, entity, temporal, topic, summary)
+with one implementation per :class:`~modules.tier.Tier`. A tiering *strategy*
+(:mod:`modules.strategies`) decides what those implementations are and builds the five
+modules; the pipeline runner (:mod:`modules.pipeline`) feeds them.
+
+Empty input is handled here, once for all strategies: a module whose input has no evidence
+(and, for the summary, no relations) returns :func:`empty_output` without any computation
+or LLM call, at zero cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from modules.cost import Cost
+from modules.tier import MODULE_ORDER, Tier
+from modules.types import Evidence
+
+#: Bump when any module's output for a given input changes meaning; it is part of every
+#: cache key of non-LLM tiers (LLM calls are keyed by their full prompt, see modules.cache).
+MODULES_CODE_VERSION = "modules-v1"
+
+#: The modules that extract relation lists from the filtered evidence.
+RELATION_MODULES: tuple[str, ...] = ("entity", "temporal", "topic")
+
+#: Memory text the summary returns when there was no evidence at all.
+EMPTY_MEMORY_TEXT = "(no relevant memories found)"
+
+
+@dataclass(frozen=True)
+class ModuleInput:
+    """Everything one module call may read.
+
+    Attributes:
+        module: The module about to run.
+        query: The user's question.
+        evidence: For ``filter`` the retrieved chunks; for every other module the filtered ones.
+        relations: For ``summary``: the relation lists extracted so far, by module name.
+        question_date: When the question is asked (free text), if the benchmark has one.
+    """
+
+    module: str
+    query: str
+    evidence: tuple[Evidence, ...]
+    relations: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    question_date: str | None = None
+
+    def all_relations(self) -> list[str]:
+        """The relation strings of all modules, in module order."""
+        return [r for m in RELATION_MODULES for r in self.relations.get(m, ())]
+
+    @property
+    def is_empty(self) -> bool:
+        """True when there is nothing to extract from."""
+        if self.module == "summary":
+            return not self.evidence and not self.all_relations()
+        return not self.evidence
+
+
+@dataclass(frozen=True)
+class ModuleOutput:
+    """What one module call produced.
+
+    Attributes:
+        module: Module name.
+        tier: The tier that ran.
+        text: The output rendered as text (what the next stage / the answerer reads).
+        value: Structured output: ``tuple[Evidence, ...]`` for ``filter``, ``tuple[str, ...]``
+            of relations for ``entity``/``temporal``/``topic``, ``str`` for ``summary``.
+        cost: Metered cost (LLM calls via the CostModel, non-LLM tiers via the compute table).
+        parse_failures: Model outputs that could not be parsed (also counted in ``cost.failures``).
+        degraded: True when ``value`` is the defined fallback rather than the tier's own result
+            (parse failure, backend error, prompt that cannot fit the context window).
+        error: Why the output is degraded, if it is.
+        cached: True if the result was replayed from a cache.
+        notes: Other visible events (e.g. evidence truncated to fit the context window).
+    """
+
+    module: str
+    tier: Tier
+    text: str
+    value: Any
+    cost: Cost
+    parse_failures: int = 0
+    degraded: bool = False
+    error: str | None = None
+    cached: bool = False
+    notes: tuple[str, ...] = ()
+
+
+def render_evidence(evidence: tuple[Evidence, ...] | list[Evidence]) -> str:
+    """Plain rendering of chunks, one per line (for inputs and pass-through outputs)."""
+    return "\n".join(e.text for e in evidence)
+
+
+def render_relations(relations: Mapping[str, tuple[str, ...]]) -> str:
+    """Render relation lists as ``module: relation`` lines in module order."""
+    return "\n".join(f"{m}: {r}" for m in RELATION_MODULES for r in relations.get(m, ()))
+
+
+def output_text(module: str, value: Any) -> str:
+    """The text form of a module's structured value."""
+    if module == "filter":
+        return render_evidence(value)
+    if module in RELATION_MODULES:
+        return "\n".join(value)
+    return str(value)
+
+
+def empty_output(inp: ModuleInput, tier: Tier) -> ModuleOutput:
+    """The defined output for empty input: no evidence kept, no relations, a fixed summary."""
+    value: Any = () if inp.module != "summary" else EMPTY_MEMORY_TEXT
+    return ModuleOutput(inp.module, tier, output_text(inp.module, value), value, Cost())
+
+
+def fallback_value(inp: ModuleInput) -> Any:
+    """The degraded value a module returns when its tier fails (documented contract).
+
+    * ``filter``: the retrieved chunks unchanged, cut to the first ``len`` -- i.e. no
+      filtering (the caller applies its top-k);
+    * ``entity``/``temporal``/``topic``: no relations (an empty tuple);
+    * ``summary``: the template rendering (question, evidence, relations), so the answerer
+      still sees the evidence.
+
+    A fallback never pretends to be the tier's result: the output is marked ``degraded``
+    and the failure is counted.
+    """
+    if inp.module == "filter":
+        return tuple(inp.evidence)
+    if inp.module in RELATION_MODULES:
+        return ()
+    from modules.rules import template_summary  # local: rules imports this module
+
+    return template_summary(inp)
+
+
+TierFn = Callable[[ModuleInput], ModuleOutput]
+
+
+class Module:
+    """One pipeline stage with one implementation per tier.
+
+    Args:
+        name: Module name (one of :data:`~modules.tier.MODULE_ORDER`).
+        strategy: Name of the strategy that built it (for cache tags and reports).
+        tiers: ``Tier -> callable(ModuleInput) -> ModuleOutput``; all three tiers required.
+
+    Raises:
+        ValueError: Unknown module name or a missing tier.
+    """
+
+    def __init__(self, name: str, strategy: str, tiers: Mapping[Tier, TierFn]) -> None:
+        if name not in MODULE_ORDER:
+            raise ValueError(f"unknown module {name!r}; expected one of {MODULE_ORDER}")
+        missing = [t.name for t in Tier if t not in tiers]
+        if missing:
+            raise ValueError(f"module {name!r} of strategy {strategy!r} lacks tiers {missing}")
+        self.name = name
+        self.strategy = strategy
+        self._tiers = dict(tiers)
+
+    def run(self, inp: ModuleInput, tier: Tier | int | str) -> ModuleOutput:
+        """Run the tier's implementation on ``inp`` (empty input short-circuits, see module doc)."""
+        t = Tier.parse(tier)
+        if inp.module != self.name:
+            raise ValueError(f"module {self.name!r} was given the input of module {inp.module!r}")
+        if inp.is_empty:
+            return empty_output(inp, t)
+        return self._tiers[t](inp)
+
+    def __repr__(self) -> str:
+        return f"Module({self.name!r}, strategy={self.strategy!r})"

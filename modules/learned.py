@@ -1,0 +1,233 @@
+"""MID-tier implementations: learned or algorithmic models that run offline without an LLM.
+
+* filter: MiniLM cosine similarity (0.7) blended with keyword overlap (0.3), as BudgetMem MID;
+* entity: spaCy ``en_core_web_sm`` NER + dependency-parse subject-verb-object relations;
+* temporal: ``parsedatetime`` temporal tagger, expressions normalised against the chunk's
+  session timestamp (``yesterday`` said on 8 May 2023 -> ``2023-05-07``);
+* topic: TextRank keyphrases (``summa``);
+* summary: structured extractive summary -- the evidence sentences closest to the question
+  (MiniLM), with their dates, followed by the extracted relations under headings.
+
+Like :mod:`modules.rules`, each function returns ``(raw_value, gflops)``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memory.encoder import Encoder
+from modules.base import ModuleInput
+from modules.compute_costs import gflops
+from modules.nlp import (
+    content_words,
+    parse_timestamp,
+    resolve_first_person,
+    short_date,
+    spacy_pipeline,
+    split_sentences,
+    split_utterances,
+)
+
+# ----------------------------------------------------------------------------- filter
+
+#: Weights and threshold of the blended filter score (BudgetMem ``rule_llm.py:325-367``).
+SIM_WEIGHT, KEYWORD_WEIGHT, FILTER_THRESHOLD = 0.7, 0.3, 0.3
+
+
+def embedding_filter(inp: ModuleInput, k: int, encoder: Encoder) -> tuple[list[int], float]:
+    """Keep the chunks whose blended score clears :data:`FILTER_THRESHOLD`, best ``k`` of them.
+
+    score = 0.7 · cos(query, chunk) + 0.3 · (shared content words / query content words).
+    If no chunk clears the threshold the single best one is kept, so downstream modules
+    always have evidence when retrieval found any.
+    """
+    texts = [e.text for e in inp.evidence]
+    emb = encoder.encode([inp.query, *texts])
+    sims = emb[1:] @ emb[0]
+    q = set(content_words(inp.query))
+    boost = np.array([len(q & set(content_words(t))) / max(len(q), 1) for t in texts], dtype=np.float32)
+    score = SIM_WEIGHT * sims + KEYWORD_WEIGHT * boost
+    order = sorted(range(len(texts)), key=lambda i: (-float(score[i]), i))
+    keep = [i for i in order if score[i] >= FILTER_THRESHOLD][:k] or order[:1]
+    return sorted(keep), gflops("minilm", inp.query + " " + " ".join(texts))
+
+
+# ----------------------------------------------------------------------------- entity
+
+_ENTITY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "NORP", "FAC", "EVENT", "WORK_OF_ART", "PRODUCT", "LANGUAGE")
+_SUBJ_DEPS = ("nsubj", "nsubjpass")
+_OBJ_DEPS = ("dobj", "attr", "acomp", "oprd")
+
+
+def _span_text(token: object) -> str:
+    """The noun phrase headed by ``token``: its left modifiers up to the head (no clauses)."""
+    left = [t for t in token.lefts if t.dep_ in ("compound", "amod", "nummod", "poss", "det", "case")]  # type: ignore[attr-defined]
+    start = min([token.i, *(t.i for t in left)])  # type: ignore[attr-defined]
+    return token.doc[start : token.i + 1].text  # type: ignore[attr-defined]
+
+
+def spacy_entity_relations(inp: ModuleInput) -> tuple[list[str], float]:
+    """Named entities (``name | is a | LABEL``) and parsed ``subject | verb [prep] | object`` triplets.
+
+    Utterances are speaker-resolved first ("I" -> speaker). For each verb with a nominal
+    subject, every direct object / attribute and every prepositional object yields a triplet
+    with the verb's lemma (``went to`` -> ``go to``).
+    """
+    nlp = spacy_pipeline()
+    texts = [
+        resolve_first_person(spk, utt) for ev in inp.evidence for spk, utt in split_utterances(ev.text)
+    ]
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def add(rel: str) -> None:
+        if rel.lower() not in seen:
+            seen.add(rel.lower())
+            out.append(rel)
+
+    for doc in nlp.pipe(texts):
+        for ent in doc.ents:
+            if ent.label_ in _ENTITY_LABELS:
+                add(f"{ent.text} | is a | {ent.label_}")
+        for tok in doc:
+            if tok.pos_ not in ("VERB", "AUX"):
+                continue
+            subjects = [c for c in tok.children if c.dep_ in _SUBJ_DEPS and c.pos_ in ("PROPN", "NOUN")]
+            if not subjects:
+                continue
+            subj = _span_text(subjects[0])
+            for c in tok.children:
+                if c.dep_ in _OBJ_DEPS:
+                    add(f"{subj} | {tok.lemma_} | {_span_text(c)}")
+                elif c.dep_ == "prep":
+                    for p in c.children:
+                        if p.dep_ == "pobj":
+                            add(f"{subj} | {tok.lemma_} {c.text.lower()} | {_span_text(p)}")
+    return out, gflops("spacy_sm", " ".join(texts))
+
+
+# ----------------------------------------------------------------------------- temporal
+
+# Matches parsedatetime reports that are almost always false positives in chat text:
+# the modal "may", "now", durations like "a second" / "a minute".
+_TAGGER_STOP = frozenset({"may", "now", "a second", "second", "a minute", "minute", "sec", "min", "mar", "sun", "sat"})
+_EVENT_WORDS = 12
+
+
+def _normalise(dt: datetime, ctx: Any) -> str | None:
+    """ISO rendering at the granularity the tagger resolved (``ctx`` is a ``pdtContext``).
+
+    Day -> ``2023-05-07``; week -> ``week of 2023-04-24``; month -> ``2023-05``; year ->
+    ``2022``; a time of day alone -> date and time. Matches resolved only to minutes or
+    seconds ("a second") are dropped as false positives.
+    """
+    a = ctx.accuracy
+    if a & (ctx.ACU_DAY | ctx.ACU_HALFDAY):
+        return dt.strftime("%Y-%m-%d")
+    if a & ctx.ACU_WEEK:
+        return "week of " + dt.strftime("%Y-%m-%d")
+    if a & ctx.ACU_MONTH:
+        return dt.strftime("%Y-%m")
+    if a & ctx.ACU_YEAR:
+        return dt.strftime("%Y")
+    if a & ctx.ACU_HOUR:
+        return dt.strftime("%Y-%m-%d %H:%M")
+    return None
+
+
+def tagger_temporal_relations(inp: ModuleInput) -> tuple[list[str], float]:
+    """``event | normalised date (expression)`` from the ``parsedatetime`` tagger.
+
+    Relative expressions are resolved against the chunk's session timestamp; without one
+    they are resolved against the question date, and failing that they are skipped (a
+    date relative to "now" on the machine running the code would be meaningless).
+    """
+    import parsedatetime as pdt  # lazy: keeps `import modules` light
+
+    cal = pdt.Calendar(version=pdt.VERSION_CONTEXT_STYLE)
+    fallback_ref = parse_timestamp(inp.question_date)
+    out: list[str] = []
+    seen: set[str] = set()
+    text_all: list[str] = []
+    for ev in inp.evidence:
+        ref = parse_timestamp(ev.timestamp) or fallback_ref
+        if ref is None:
+            continue
+        for speaker, utt in split_utterances(ev.text):
+            for sent in split_sentences(resolve_first_person(speaker, utt)):
+                text_all.append(sent)
+                for dt, ctx, _start, _end, expr in cal.nlp(sent, sourceTime=ref.timetuple()) or ():
+                    expr = expr.strip()
+                    if expr.lower() in _TAGGER_STOP:
+                        continue
+                    norm = _normalise(dt, ctx)
+                    if norm is None:
+                        continue
+                    event = " ".join(sent.split()[:_EVENT_WORDS])
+                    rel = f"{event} | {norm} ({expr}; said {short_date(ev.timestamp) or 'on question date'})"
+                    if rel.lower() not in seen:
+                        seen.add(rel.lower())
+                        out.append(rel)
+    return out, gflops("tagger", " ".join(text_all))
+
+
+# ----------------------------------------------------------------------------- topic
+
+
+def textrank_topics(inp: ModuleInput, n: int = 6) -> tuple[list[str], float]:
+    """Up to ``n`` TextRank keyphrases (``summa``) of the evidence, best first, speakers excluded."""
+    from summa import keywords as summa_keywords  # lazy import
+
+    speakers = {s.lower() for ev in inp.evidence for s, _ in split_utterances(ev.text) if s}
+    text = "\n".join(utt for ev in inp.evidence for _, utt in split_utterances(ev.text))
+    try:
+        ranked = summa_keywords.keywords(text, ratio=1.0, split=True, scores=True)
+    except (IndexError, ValueError, ZeroDivisionError):  # summa fails on texts without content words
+        ranked = []
+    out: list[str] = []
+    for phrase, _score in ranked:
+        if phrase.lower() in speakers or not content_words(phrase):
+            continue
+        out.append(phrase)
+        if len(out) >= n:
+            break
+    return out, gflops("textrank", text)
+
+
+# ----------------------------------------------------------------------------- summary
+
+#: How many evidence sentences / relations per heading the extractive summary keeps.
+SUMMARY_SENTENCES, SUMMARY_RELATIONS_PER_MODULE = 5, 5
+
+
+def extractive_summary(inp: ModuleInput, encoder: Encoder) -> tuple[str, float]:
+    """A structured extractive summary (no generation).
+
+    Sections: ``Relevant evidence`` -- the :data:`SUMMARY_SENTENCES` speaker-resolved
+    sentences most similar to the question (MiniLM), in their original order, each with
+    its session date; then ``People and things``, ``Dates`` and ``Topics`` with the first
+    :data:`SUMMARY_RELATIONS_PER_MODULE` relations of each extractor.
+    """
+    sents: list[tuple[str, str]] = []
+    for ev in inp.evidence:
+        date = short_date(ev.timestamp)
+        for speaker, utt in split_utterances(ev.text):
+            sents += [(date, s) for s in split_sentences(resolve_first_person(speaker, utt))]
+    lines = [f"Question: {inp.query}"]
+    cost = 0.0
+    if sents:
+        emb = encoder.encode([inp.query, *(s for _, s in sents)])
+        sims = emb[1:] @ emb[0]
+        top = sorted(sorted(range(len(sents)), key=lambda i: (-float(sims[i]), i))[:SUMMARY_SENTENCES])
+        lines.append("Relevant evidence:")
+        lines += [f"- ({sents[i][0]}) {sents[i][1]}" if sents[i][0] else f"- {sents[i][1]}" for i in top]
+        cost += gflops("minilm", inp.query + " " + " ".join(s for _, s in sents))
+    for module, heading in (("entity", "People and things"), ("temporal", "Dates"), ("topic", "Topics")):
+        rels = list(inp.relations.get(module, ()))[:SUMMARY_RELATIONS_PER_MODULE]
+        if rels:
+            lines.append(f"{heading}: " + "; ".join(rels))
+    text = "\n".join(lines)
+    return text, cost + gflops("template", text)

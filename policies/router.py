@@ -1,0 +1,231 @@
+"""Load an exported router and route queries with it: no stable-baselines3, no training code.
+
+This module imports only the standard library, numpy, torch and ``policies.network`` (itself
+torch-only) at import time. ``route`` additionally uses the env components passed to it
+(pipeline, encoder, observation builder); it never imports them itself.
+
+    router = Router.load("runs/locomo__implementation__lam0.1__s0/router")
+    tiers = [router.decide(obs, module) ...]          # inside an env/rollout
+    result = router.route(question, evidence, components)   # a whole pipeline run
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from modules.tier import MODULE_ORDER, Tier
+from policies.network import NetworkConfig, RouterActor
+
+FORMAT = "budget-router/router"
+FORMAT_VERSION = 1
+WEIGHTS_FILE = "router.pt"
+METADATA_FILE = "metadata.json"
+
+
+class RouterLoadError(ValueError):
+    """A router checkpoint is missing, corrupt, or from an incompatible format version."""
+
+
+def _read_checkpoint(path: Path) -> tuple[bytes, bytes]:
+    """Return ``(metadata bytes, weights bytes)`` from a checkpoint directory or zip."""
+    if path.is_dir():
+        files = {name: path / name for name in (METADATA_FILE, WEIGHTS_FILE)}
+        missing = [str(p) for p in files.values() if not p.is_file()]
+        if missing:
+            raise RouterLoadError(f"router checkpoint {path} lacks {missing}")
+        return files[METADATA_FILE].read_bytes(), files[WEIGHTS_FILE].read_bytes()
+    if path.is_file() and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as zf:
+            names = {Path(n).name: n for n in zf.namelist()}
+            missing = [n for n in (METADATA_FILE, WEIGHTS_FILE) if n not in names]
+            if missing:
+                raise RouterLoadError(f"router checkpoint zip {path} lacks {missing}")
+            return zf.read(names[METADATA_FILE]), zf.read(names[WEIGHTS_FILE])
+    raise RouterLoadError(f"router checkpoint {path} is neither a directory nor a zip file")
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    """What ``Router.route`` returns.
+
+    Attributes:
+        tiers: The tier chosen for each module, in ``MODULE_ORDER``.
+        pipeline_result: The pipeline's ``PipelineResult`` (memory text, outputs, total cost).
+    """
+
+    tiers: tuple[Tier, ...]
+    pipeline_result: Any
+
+    @property
+    def memory_text(self) -> str:
+        """The pipeline's final memory text (what the answer model reads)."""
+        return str(self.pipeline_result.memory_text)
+
+    @property
+    def total_cost(self) -> Any:
+        """The pipeline's total ``Cost``."""
+        return self.pipeline_result.total_cost
+
+
+class Router:
+    """An exported router policy for inference.
+
+    Args:
+        actor: The actor network (trunk + actor MLP + action head).
+        metadata: The checkpoint's metadata (see ``policies.export``).
+    """
+
+    def __init__(self, actor: RouterActor, metadata: Mapping[str, Any]) -> None:
+        self.actor = actor.eval()
+        self.metadata: dict[str, Any] = dict(metadata)
+        self.module_order: tuple[str, ...] = tuple(self.metadata.get("module_order", MODULE_ORDER))
+        self._index = {m: i for i, m in enumerate(self.module_order)}
+        self.layout = actor.config.layout
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Router:
+        """Load a checkpoint directory (or a zip of one) written by ``policies.export.export_router``.
+
+        Raises:
+            RouterLoadError: If files are missing, the format is unknown, or the weights'
+                checksum differs from the one recorded in the metadata.
+        """
+        p = Path(path)
+        meta_bytes, weight_bytes = _read_checkpoint(p)
+        try:
+            meta = json.loads(meta_bytes)
+        except json.JSONDecodeError as exc:
+            raise RouterLoadError(f"{p}/{METADATA_FILE} is not valid JSON: {exc}") from exc
+        if meta.get("format") != FORMAT or int(meta.get("format_version", -1)) > FORMAT_VERSION:
+            raise RouterLoadError(
+                f"{p}: unsupported checkpoint format {meta.get('format')!r} v{meta.get('format_version')} "
+                f"(this code reads {FORMAT!r} up to v{FORMAT_VERSION})"
+            )
+        digest = hashlib.sha256(weight_bytes).hexdigest()
+        if digest != meta.get("weights_sha256"):
+            raise RouterLoadError(
+                f"{p}/{WEIGHTS_FILE}: sha256 {digest} != recorded {meta.get('weights_sha256')}"
+            )
+        try:
+            config = NetworkConfig.from_dict(meta["network"])
+        except (KeyError, ValueError) as exc:
+            raise RouterLoadError(f"{p}: bad network config in metadata: {exc}") from exc
+        actor = RouterActor(config)
+        state = torch.load(io.BytesIO(weight_bytes), map_location="cpu", weights_only=True)
+        try:
+            actor.load_state_dict(state)
+        except RuntimeError as exc:
+            raise RouterLoadError(
+                f"{p}/{WEIGHTS_FILE} does not fit the network in the metadata: {exc}"
+            ) from exc
+        return cls(actor, meta)
+
+    # ---------------------------------------------------------------------------------------
+    # Decisions
+    # ---------------------------------------------------------------------------------------
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """Deterministic tier indices for a batch of observations ``(n, dim)`` (or one ``(dim,)``)."""
+        x = np.asarray(obs, dtype=np.float32)
+        if x.ndim == 1:
+            x = x[None]
+        if x.ndim != 2 or x.shape[1] != self.layout.dim:
+            raise ValueError(
+                f"observation shape {np.shape(obs)} does not match the router (dim {self.layout.dim})"
+            )
+        return self.actor.act(torch.from_numpy(np.ascontiguousarray(x))).numpy()
+
+    def decide(self, obs: np.ndarray, module: str) -> Tier:
+        """Pick the tier for ``module``; the observation's one-hot must name the same module.
+
+        Raises:
+            ValueError: On an unknown module, a wrong shape, or a one-hot for another module.
+        """
+        if module not in self._index:
+            raise ValueError(f"unknown module {module!r}; this router decides {self.module_order}")
+        x = np.asarray(obs, dtype=np.float32).reshape(-1)
+        lo, hi = self.layout.module_slice
+        if x.shape[0] != self.layout.dim:
+            raise ValueError(f"observation has {x.shape[0]} features, the router expects {self.layout.dim}")
+        onehot = x[lo:hi]
+        if not onehot.any() or int(np.argmax(onehot)) != self._index[module]:
+            raise ValueError(
+                f"observation's module one-hot {onehot.tolist()} does not name module {module!r}"
+            )
+        return Tier(int(self.act(x)[0]))
+
+    # ---------------------------------------------------------------------------------------
+    # A whole pipeline run
+    # ---------------------------------------------------------------------------------------
+
+    def check_components(self, components: Any) -> None:
+        """Refuse components whose observation layout or encoder differ from the checkpoint's.
+
+        Raises:
+            ValueError: Naming the mismatching field.
+        """
+        saved = self.metadata.get("observation_spec")
+        spec = components.obs_builder.spec
+        if saved is not None and dict(spec.to_dict()) != dict(saved):
+            raise ValueError(f"components' observation spec {spec.to_dict()} != router's {saved}")
+        enc = self.metadata.get("encoder")
+        if enc is not None and getattr(components.encoder, "name", enc) != enc:
+            raise ValueError(
+                f"components use encoder {components.encoder.name!r}, the router was trained with {enc!r}"
+            )
+
+    def route(
+        self,
+        query: str,
+        evidence: Sequence[Any],
+        components: Any,
+        question_date: str | None = None,
+        cost_lambda: float | None = None,
+    ) -> RouteResult:
+        """Run the memory pipeline on one query, letting the router pick every module's tier.
+
+        The observation is built exactly as ``envs.router_env.MemoryRouterEnv`` builds it:
+        the module one-hot, the query embedding, the embedding of the module's current input
+        and the scalars of ``ObservationBuilder.scalar_features`` (position, input length,
+        module cost spent so far, λ).
+
+        Args:
+            query: The question text.
+            evidence: Retrieved ``modules.types.Evidence`` items.
+            components: ``envs.components.EnvComponents`` (pipeline, encoder, obs_builder).
+            question_date: Optional date of the question (temporal module).
+            cost_lambda: λ fed to the observation; defaults to the λ the router was trained with.
+
+        Returns:
+            The chosen tiers and the pipeline result.
+        """
+        self.check_components(components)
+        lam = float(self.metadata.get("cost_lambda", 0.0) if cost_lambda is None else cost_lambda)
+        builder = components.obs_builder
+        spec = builder.spec
+        query_emb = builder.embed(query)
+        run = components.pipeline.begin(query, list(evidence), question_date=question_date)
+        tiers: list[Tier] = []
+        spent = 0.0
+        while not run.done:
+            module = run.next_module
+            index = spec.module_names.index(module)
+            text = run.current_input_text()
+            scalars = builder.scalar_features(index, spec.n_modules, text, spent, lam)
+            obs = builder.build(index, query_emb, text, {k: scalars[k] for k in spec.scalar_names})
+            tier = self.decide(obs, module)
+            out = run.step(tier)
+            spent += float(out.cost.value)
+            tiers.append(tier)
+        return RouteResult(tiers=tuple(tiers), pipeline_result=run.result())

@@ -1,0 +1,92 @@
+import multiprocessing as mp
+from pathlib import Path
+
+from modules.backends.base import GenerationRequest
+from modules.backends.fake import FakeBackend
+from modules.cache import CODE_VERSION, CachedLLM, CallCache, call_key
+
+TAGS = {"module": "entity", "tier": "HIGH", "strategy": "model"}
+
+
+def req(text: str) -> GenerationRequest:
+    return GenerationRequest(messages=({"role": "user", "content": text},), max_tokens=8)
+
+
+def test_callcache_get_put_counters_and_persistence(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "calls.sqlite"
+    with CallCache(path) as c:
+        assert c.get("k") is None and (c.hits, c.misses) == (0, 1)
+        c.put("k", {"a": 1, "b": [1, 2]})
+        assert c.get("k") == {"a": 1, "b": [1, 2]} and c.hits == 1
+        assert len(c) == 1 and "k" in c and c.stats() == {"hits": 1, "misses": 1, "entries": 1}
+    with CallCache(path) as c2:
+        assert c2.get("k") == {"a": 1, "b": [1, 2]} and (c2.hits, c2.misses) == (1, 0)
+
+
+def test_cached_llm_replays_original_tokens_and_latency(tmp_path: Path) -> None:
+    be = FakeBackend(latency_s=0.25)
+    llm = CachedLLM(be, CallCache(tmp_path / "c.sqlite"))
+    (first,) = llm.generate([req("a b c")], tags=TAGS)
+    (again,) = llm.generate([req("a b c")], tags=TAGS)
+    assert be.calls == 1 and not first.cached and again.cached
+    assert (again.text, again.tokens_in, again.tokens_out, again.latency_s) == (
+        first.text, first.tokens_in, first.tokens_out, 0.25,
+    )
+    # A new process-level instance (fresh backend, same file) still hits.
+    be2 = FakeBackend(latency_s=0.25)
+    (third,) = CachedLLM(be2, CallCache(tmp_path / "c.sqlite")).generate([req("a b c")], tags=TAGS)
+    assert be2.calls == 0 and third.cached and third.text == first.text
+    assert llm.model_id == "fake-llm" and llm.n_ctx == be.n_ctx and llm.count_tokens("x y") == 2
+
+
+def test_key_depends_on_tags_model_request_and_version() -> None:
+    base = call_key(TAGS, "m", req("q"))
+    assert base == call_key(dict(reversed(list(TAGS.items()))), "m", req("q"))
+    assert base != call_key({**TAGS, "tier": "LOW"}, "m", req("q"))
+    assert base != call_key(TAGS, "m2", req("q"))
+    assert base != call_key(TAGS, "m", req("q2"))
+    assert CODE_VERSION
+
+
+def test_failures_are_not_cached_and_batches_dedupe(tmp_path: Path) -> None:
+    be = FakeBackend(fail_first=1)
+    llm = CachedLLM(be, CallCache(tmp_path / "c.sqlite"))
+    (bad,) = llm.generate([req("x")], tags=TAGS)
+    assert not bad.ok and len(llm.cache) == 0
+    (good,) = llm.generate([req("x")], tags=TAGS)
+    assert good.ok and not good.cached and be.calls == 2
+    a, b, c = llm.generate([req("y"), req("y"), req("x")], tags=TAGS)
+    assert be.calls == 3 and a.text == b.text and not a.cached and b.cached and c.cached
+
+
+def test_no_cache_passthrough() -> None:
+    be = FakeBackend()
+    llm = CachedLLM(be, None)
+    llm.generate([req("x")], tags=TAGS)
+    llm.generate([req("x")], tags=TAGS)
+    assert be.calls == 2
+
+
+def _worker(path: str, start: int, n: int, out: "mp.Queue[int]") -> None:
+    cache = CallCache(path, busy_timeout_s=30)
+    llm = CachedLLM(FakeBackend(), cache)
+    for i in range(start, start + n):
+        llm.generate([req(f"q{i % 40}")], tags=TAGS)
+        cache.get(f"missing{i}")
+    out.put(len(cache))
+
+
+def test_two_processes_read_and_write_concurrently(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(path, s, 60, q)) for s in (0, 20)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    counts = [q.get(timeout=5) for _ in procs]
+    assert all(0 < c <= 40 for c in counts)
+    with CallCache(path) as c:
+        assert len(c) == 40
