@@ -232,7 +232,10 @@ def summarise(
     resampler = make_resampler(n_q, len(runs), n_boot=n_boot, seed=seed, alpha=alpha)
     values = {
         m: np.array(
-            [[_value(r, m, f"system {system.name!r}, question {r['question_id']!r}") for r in run] for run in runs]
+            [
+                [_value(r, m, f"system {system.name!r}, question {r['question_id']!r}") for r in run]
+                for run in runs
+            ]
         )
         for m in METRICS
     }
@@ -244,7 +247,9 @@ def summarise(
         if len(runs) > 1:
             with np.errstate(invalid="ignore"):
                 per_run = np.array([np.nanmean(row) if np.any(~np.isnan(row)) else np.nan for row in arr])
-            seed_std[m] = float(np.nanstd(per_run, ddof=1)) if np.sum(~np.isnan(per_run)) > 1 else float("nan")
+            seed_std[m] = (
+                float(np.nanstd(per_run, ddof=1)) if np.sum(~np.isnan(per_run)) > 1 else float("nan")
+            )
 
     categories = np.array([str(r.get("category", "all")) for r in runs[0]])
     per_category: dict[str, dict[str, Estimate]] = {}
@@ -259,7 +264,9 @@ def summarise(
     counts = np.zeros((len(MODULE_ORDER), 3))
     for run in runs:
         for rec in run:
-            for mi, tier in enumerate(_tiers(rec, f"system {system.name!r}, question {rec['question_id']!r}")):
+            for mi, tier in enumerate(
+                _tiers(rec, f"system {system.name!r}, question {rec['question_id']!r}")
+            ):
                 counts[mi, int(tier)] += 1
     counts /= len(runs) * n_q
     tier_ratios = {
@@ -301,7 +308,9 @@ def compare_to(summary: SystemSummary, reference: SystemSummary, alpha: float = 
     out: dict[str, Estimate] = {}
     for m in ("f1", "em", "judge", "module_cost", "total_cost", "latency_s"):
         a, b = summary.metrics[m], reference.metrics[m]
-        out[f"{m}_ratio"] = paired_ratio(a.mean, summary.replicates[m], b.mean, reference.replicates[m], alpha)
+        out[f"{m}_ratio"] = paired_ratio(
+            a.mean, summary.replicates[m], b.mean, reference.replicates[m], alpha
+        )
         if m in CATEGORY_METRICS:
             out[f"{m}_diff"] = paired_difference(
                 a.mean, summary.replicates[m], b.mean, reference.replicates[m], alpha

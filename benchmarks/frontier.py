@@ -196,7 +196,11 @@ class TargetResult:
 
 
 def target_check(
-    name: str, quality_ratio: Estimate, cost_ratio: Estimate, quality_frac: float = 0.95, cost_frac: float = 0.5
+    name: str,
+    quality_ratio: Estimate,
+    cost_ratio: Estimate,
+    quality_frac: float = 0.95,
+    cost_frac: float = 0.5,
 ) -> TargetResult:
     """Check ``quality >= quality_frac * ref`` and ``cost <= cost_frac * ref``.
 

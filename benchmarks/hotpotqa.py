@@ -73,7 +73,12 @@ def parse_record(raw: Any, index: int, path: Path) -> Sample:
     known: set[str] = set()
     for p_idx, para in enumerate(field(raw, "context", list, ref)):
         where = f"context[{p_idx}]"
-        if not (isinstance(para, list) and len(para) == 2 and isinstance(para[0], str) and isinstance(para[1], list)):
+        if not (
+            isinstance(para, list)
+            and len(para) == 2
+            and isinstance(para[0], str)
+            and isinstance(para[1], list)
+        ):
             raise ref.error(where, f"expected [title, [sentences]], got {str(para)[:60]}")
         title, sentences = para
         turns = []
@@ -86,7 +91,12 @@ def parse_record(raw: Any, index: int, path: Path) -> Sample:
         sessions.append(Session(session_id=title, turns=tuple(turns)))
     evidence = []
     for f_idx, fact in enumerate(field(raw, "supporting_facts", list, ref)):
-        ok = isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str) and isinstance(fact[1], int)
+        ok = (
+            isinstance(fact, list)
+            and len(fact) == 2
+            and isinstance(fact[0], str)
+            and isinstance(fact[1], int)
+        )
         if not ok:
             raise ref.error(f"supporting_facts[{f_idx}]", f"expected [title, sent_idx], got {fact!r}")
         tid = turn_id(fact[0], fact[1])

@@ -60,21 +60,29 @@ def iter_json_list(fh: TextIO, path: Path, block: int = BLOCK) -> Iterator[Any]:
                 return None
 
     if skip_ws() != "[":
-        raise DataFileError(f"{path}: record <top level>: field <json>: expected a JSON list starting with '['")
+        raise DataFileError(
+            f"{path}: record <top level>: field <json>: expected a JSON list starting with '['"
+        )
     pos += 1
     index = 0
     while True:
         ch = skip_ws()
         if ch is None:
-            raise DataFileError(f"{path}: record index {index}: field <json>: file ends inside the list (truncated)")
+            raise DataFileError(
+                f"{path}: record index {index}: field <json>: file ends inside the list (truncated)"
+            )
         if ch == "]":
             return
         if index > 0:
             if ch != ",":
-                raise DataFileError(f"{path}: record index {index}: field <json>: expected ',' between records")
+                raise DataFileError(
+                    f"{path}: record index {index}: field <json>: expected ',' between records"
+                )
             pos += 1
             if skip_ws() is None:
-                raise DataFileError(f"{path}: record index {index}: field <json>: file ends after ',' (truncated)")
+                raise DataFileError(
+                    f"{path}: record index {index}: field <json>: file ends after ',' (truncated)"
+                )
         while True:
             try:
                 obj, end = decoder.raw_decode(buf, pos)

@@ -94,7 +94,9 @@ def _parse_sessions(conv: dict[str, Any], ref: RecordRef) -> tuple[Session, ...]
         turns: list[Turn] = []
         for j, rt in enumerate(raw_turns):
             where = f"conversation.{key}[{j}]"
-            caption = field(rt, "blip_caption", (str, type(None)), ref, path=f"{where}.blip_caption", default=None)
+            caption = field(
+                rt, "blip_caption", (str, type(None)), ref, path=f"{where}.blip_caption", default=None
+            )
             turns.append(
                 Turn(
                     turn_id=field(rt, "dia_id", str, ref, path=f"{where}.dia_id"),
@@ -108,9 +110,7 @@ def _parse_sessions(conv: dict[str, Any], ref: RecordRef) -> tuple[Session, ...]
     return tuple(sessions)
 
 
-def _parse_question(
-    raw: Any, idx: int, sample_id: str, known_ids: set[str], ref: RecordRef
-) -> Question:
+def _parse_question(raw: Any, idx: int, sample_id: str, known_ids: set[str], ref: RecordRef) -> Question:
     where = f"qa[{idx}]"
     category = str(field(raw, "category", int, ref, path=f"{where}.category"))
     evidence_raw = field(raw, "evidence", list, ref, path=f"{where}.evidence")
@@ -122,7 +122,9 @@ def _parse_question(
     if dropped:
         extra["dropped_evidence"] = ";".join(dropped)
     if category == ADVERSARIAL_CATEGORY:
-        adv = field(raw, "adversarial_answer", (str, int), ref, path=f"{where}.adversarial_answer", default=None)
+        adv = field(
+            raw, "adversarial_answer", (str, int), ref, path=f"{where}.adversarial_answer", default=None
+        )
         if adv is not None:
             extra["adversarial_answer"] = answer_text(adv, ref, f"{where}.adversarial_answer")
         gold_raw = raw.get("answer", ADVERSARIAL_GOLD)

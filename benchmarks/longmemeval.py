@@ -103,7 +103,9 @@ def parse_question(raw: Any, index: int, path: Path) -> Sample:
         is_abstention=qid.endswith("_abs"),
         extra={"answer_session_ids": ",".join(str(s) for s in answer_sessions)},
     )
-    return Sample(sample_id=qid, history=History(history_id=qid, sessions=tuple(sessions)), questions=(question,))
+    return Sample(
+        sample_id=qid, history=History(history_id=qid, sessions=tuple(sessions)), questions=(question,)
+    )
 
 
 def _validated_id(raw: Any, index: int, path: Path) -> str:
@@ -163,9 +165,7 @@ class LongMemEval(_LongMemEvalBase):
         cache = build_question_cache(path, lambda r, i: _validated_id(r, i, path), self.cache_root)
         ids = cache.question_ids if wanted is None else wanted
         self.missing[split] = [q for q in ids if q not in cache]
-        return [
-            parse_question(cache.read(q), cache.position[q], path) for q in ids if q in cache
-        ]
+        return [parse_question(cache.read(q), cache.position[q], path) for q in ids if q in cache]
 
 
 @register

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from filelock import FileLock
 from tqdm import tqdm
@@ -50,7 +50,7 @@ def question_file_name(question_id: str) -> str:
     return f"q_{hashlib.sha256(question_id.encode()).hexdigest()[:24]}.json.gz"
 
 
-def _open_text(path: Path):  # noqa: ANN202 - a text stream
+def _open_text(path: Path) -> TextIO:
     if path.suffix == ".xz":
         return lzma.open(path, "rt", encoding="utf-8")
     return open(path, encoding="utf-8")
@@ -69,8 +69,10 @@ class QuestionCache:
         index_path = directory / INDEX
         index = json.loads(index_path.read_text(encoding="utf-8"))
         if index.get("version") != CACHE_VERSION:
-            raise DataFileError(f"{index_path}: record <index>: field 'version': {index.get('version')!r} "
-                                f"!= {CACHE_VERSION}; delete the directory to rebuild")
+            raise DataFileError(
+                f"{index_path}: record <index>: field 'version': {index.get('version')!r} "
+                f"!= {CACHE_VERSION}; delete the directory to rebuild"
+            )
         self.directory = directory
         self.question_ids: list[str] = list(index["question_ids"])
         self.source_sha256: str = index["sha256"]
@@ -126,12 +128,17 @@ def build_question_cache(
             ids: list[str] = []
             seen: set[str] = set()
             with _open_text(source) as fh:
-                for i, rec in enumerate(tqdm(iter_json_list(fh, source), desc=f"caching {source.name}",
-                                             unit="q", leave=False)):
+                for i, rec in enumerate(
+                    tqdm(iter_json_list(fh, source), desc=f"caching {source.name}", unit="q", leave=False)
+                ):
                     qid = validate(rec, i) if validate else str(rec["question_id"])
                     if qid in seen:
-                        raise DataFileError(f"{source}: record {qid} (index {i}): field 'question_id': duplicate")
-                    with gzip.open(tmp / question_file_name(qid), "wt", encoding="utf-8", compresslevel=1) as out:
+                        raise DataFileError(
+                            f"{source}: record {qid} (index {i}): field 'question_id': duplicate"
+                        )
+                    with gzip.open(
+                        tmp / question_file_name(qid), "wt", encoding="utf-8", compresslevel=1
+                    ) as out:
                         json.dump(rec, out, ensure_ascii=False)
                     ids.append(qid)
                     seen.add(qid)

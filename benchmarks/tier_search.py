@@ -33,6 +33,23 @@ ALL_HIGH: TierTuple = (Tier.HIGH,) * len(MODULE_ORDER)
 SEARCH_METHODS: tuple[str, ...] = ("greedy", "exhaustive", "candidates")
 
 
+def parse_tiers(spec: str | Sequence[int | str | Tier]) -> TierTuple:
+    """Parse ``"L,M,H,M,L"`` (or ``"low,mid,..."``, or a sequence) into one tier per module.
+
+    Raises:
+        ValueError: If the count is not one per module or an entry is not a tier.
+    """
+    parts = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec)
+    if len(parts) != len(MODULE_ORDER):
+        raise ValueError(
+            f"tier tuple {spec!r} has {len(parts)} tiers, expected {len(MODULE_ORDER)} ({MODULE_ORDER})"
+        )
+    letters = {"L": Tier.LOW, "M": Tier.MID, "H": Tier.HIGH}
+    return tuple(
+        letters[p.upper()] if isinstance(p, str) and p.upper() in letters else Tier.parse(p) for p in parts
+    )
+
+
 def tiers_label(tiers: Sequence[Tier]) -> str:
     """Return the ``"L,M,H,M,L"`` spelling used by ``policies.baselines.get_baseline('fixed:...')``."""
     return ",".join(Tier(t).name[0] for t in tiers)
@@ -100,7 +117,7 @@ def _greedy(memo: _Memo, budget: float) -> None:
         for i in range(len(current)):
             if current[i] == Tier.HIGH:
                 continue
-            cand = current[:i] + (Tier(current[i] + 1),) + current[i + 1 :]
+            cand = (*current[:i], Tier(current[i] + 1), *current[i + 1 :])
             q, c = memo(cand)
             dq, dc = q - q0, c - c0
             if c > budget or dq < 0 or (dq == 0 and dc > 0):
@@ -150,9 +167,7 @@ def search_fixed_tiers(
             memo(tuple(t))
     else:
         for cand in candidates:
-            if len(cand) != len(MODULE_ORDER):
-                raise ValueError(f"candidate {cand!r} has {len(cand)} tiers, expected {len(MODULE_ORDER)}")
-            memo(tuple(Tier.parse(x) for x in cand))
+            memo(parse_tiers(cand))
     best = _pick_best(memo.results, budget)
     q, c = memo.results[best]
     return SearchResult(best=best, quality=q, cost=c, budget=budget, method=method, trace=memo.trace)

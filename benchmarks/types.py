@@ -33,8 +33,10 @@ class Turn:
 
 @dataclass(frozen=True)
 class Session:
-    """A contiguous group of turns sharing one date (a LoCoMo session, a LongMemEval session,
-    or one HotpotQA paragraph)."""
+    """A contiguous group of turns sharing one date.
+
+    A LoCoMo session, a LongMemEval session, or one HotpotQA paragraph.
+    """
 
     session_id: str
     turns: tuple[Turn, ...]

@@ -139,7 +139,8 @@ def _memory_config_dict(memory_config: Any) -> dict[str, Any] | None:
     if memory_config is None:
         return None
     if dataclasses.is_dataclass(memory_config) and not isinstance(memory_config, type):
-        return dataclasses.asdict(memory_config)
+        # The class name is part of the key: a build config and an explicit config differ.
+        return {"type": type(memory_config).__name__, **dataclasses.asdict(memory_config)}
     if isinstance(memory_config, Mapping):
         return dict(memory_config)
     raise TypeError(f"memory_config must be a MemoryConfig dataclass, a dict or None, got {type(memory_config)}")
@@ -199,7 +200,10 @@ def build_question_bank(
         split: ``"train"``, ``"val"``, ``"test"`` or ``"all"``.
         data_dir: Data directory (default: ``$BUDGET_ROUTER_DATA`` or ``../shared/data``).
         encoder: The sentence encoder used for memory and retrieval (normally ``get_encoder("minilm")``).
-        memory_config: A :class:`memory.MemoryConfig` (None = the memory builder's default).
+        memory_config: A ``benchmarks.memory_builder.MemoryBuildConfig`` (chunking, mode and
+            capacities as fractions of each history's size), an explicit
+            :class:`memory.MemoryConfig` (the same capacities for every history), or None
+            (the memory builder's default).
         k: Evidence chunks retrieved per question.
         limit: Maximum number of questions (None = all; see the module docstring for the order).
         seed: Seed of the question selection order.
@@ -282,7 +286,7 @@ def _build(
 ) -> list[QuestionItem]:
     from tqdm.auto import tqdm
 
-    from benchmarks.memory_builder import build_memory, retrieve_evidence
+    from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 
     samples = bench.load(split)
     picked = select_questions(samples, limit=limit, seed=seed, max_samples=max_samples)
@@ -296,7 +300,10 @@ def _build(
     bar = tqdm(by_sample.items(), desc=f"question bank {benchmark}/{split}", unit="history", disable=not progress)
     for sample_id, idxs in bar:
         # One memory per history, shared by all of its questions.
-        memory = build_memory(samples_by_id[sample_id], encoder, memory_config)
+        if isinstance(memory_config, MemoryBuildConfig):
+            memory = build_memory(samples_by_id[sample_id], encoder, build=memory_config)
+        else:
+            memory = build_memory(samples_by_id[sample_id], encoder, memory_config)
         for i in idxs:
             question = picked[i][1]
             evidence = tuple(retrieve_evidence(memory, question, k))

@@ -49,13 +49,14 @@ PATTERN_SETS: dict[str, tuple[str, ...]] = {
 }
 
 #: Capitalised words that carry no entity information in dialogue (sentence starts, pronouns).
-_DIALOGUE_STOPWORDS = frozenset(
-    "I I'm I've I'd I'll Im A An The And But Or So If Then When What Who Whom Whose Which Where Why How "
-    "Yes No Not Oh Hey Hi Hello Thanks Thank Wow Well Okay OK Sure It It's Its This That These Those "
-    "He She We They You Your My Our Their His Her Me Us Them Do Does Did Is Are Was Were Be Been Have "
-    "Has Had Can Could Would Should Will Just Also Really Great Good Nice Sounds Totally Definitely "
-    "Absolutely Haha Lol Congrats Awesome".split()
+_DIALOGUE_STOPWORDS_TEXT = (
+    "I I'm I've I'd I'll Im A An The And But Or So If Then When What Who Whom Whose Which "
+    "Where Why How Yes No Not Oh Hey Hi Hello Thanks Thank Wow Well Okay OK Sure It It's Its "
+    "This That These Those He She We They You Your My Our Their His Her Me Us Them Do Does Did "
+    "Is Are Was Were Be Been Have Has Had Can Could Would Should Will Just Also Really Great "
+    "Good Nice Sounds Totally Definitely Absolutely Haha Lol Congrats Awesome "
 )
+_DIALOGUE_STOPWORDS = frozenset(_DIALOGUE_STOPWORDS_TEXT.split())
 
 
 @dataclass(frozen=True)

@@ -118,11 +118,10 @@ def empty_output(inp: ModuleInput, tier: Tier) -> ModuleOutput:
     return ModuleOutput(inp.module, tier, output_text(inp.module, value), value, Cost())
 
 
-def fallback_value(inp: ModuleInput) -> Any:
+def fallback_value(inp: ModuleInput, k: int | None = None) -> Any:
     """The degraded value a module returns when its tier fails (documented contract).
 
-    * ``filter``: the retrieved chunks unchanged, cut to the first ``len`` -- i.e. no
-      filtering (the caller applies its top-k);
+    * ``filter``: the first ``k`` retrieved chunks in retrieval order -- i.e. no filtering;
     * ``entity``/``temporal``/``topic``: no relations (an empty tuple);
     * ``summary``: the template rendering (question, evidence, relations), so the answerer
       still sees the evidence.
@@ -131,7 +130,7 @@ def fallback_value(inp: ModuleInput) -> Any:
     and the failure is counted.
     """
     if inp.module == "filter":
-        return tuple(inp.evidence)
+        return tuple(inp.evidence[:k])
     if inp.module in RELATION_MODULES:
         return ()
     from modules.rules import template_summary  # local: rules imports this module

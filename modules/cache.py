@@ -119,7 +119,7 @@ def call_key(tags: Mapping[str, str], model_id: str, request: GenerationRequest)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-_STORED_FIELDS = ("text", "tokens_in", "tokens_out", "latency_s", "model_id", "finish_reason")
+_STORED_FIELDS = ("text", "tokens_in", "tokens_out", "latency_s", "model_id", "finish_reason", "truncated")
 
 
 class CachedLLM:
@@ -173,7 +173,8 @@ class CachedLLM:
                 continue
             stored = self.cache.get(key)
             if stored is not None:
-                results[key] = GenerationResult(**{f: stored[f] for f in _STORED_FIELDS}, cached=True)
+                fields = {f: stored[f] for f in _STORED_FIELDS if f in stored}
+                results[key] = GenerationResult(**fields, cached=True)
             else:
                 todo[key] = request
         if todo:

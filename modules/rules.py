@@ -13,7 +13,14 @@ from collections import Counter
 
 from modules.base import ModuleInput, render_relations
 from modules.compute_costs import gflops
-from modules.nlp import content_words, resolve_first_person, short_date, split_sentences, split_utterances
+from modules.nlp import (
+    STOPWORDS,
+    content_words,
+    resolve_first_person,
+    short_date,
+    split_sentences,
+    split_utterances,
+)
 
 # ----------------------------------------------------------------------------- filter
 
@@ -38,7 +45,8 @@ def keyword_filter(inp: ModuleInput, k: int) -> tuple[list[int], float]:
 
 # ----------------------------------------------------------------------------- entity
 
-_NAME = r"[A-Z][a-z]+(?:'s (?:mom|mother|dad|father|sister|brother|husband|wife|son|daughter|kids|friend|partner))?"
+_KIN = r"(?:mom|mother|dad|father|sister|brother|husband|wife|son|daughter|kids|friend|partner)"
+_NAME = rf"[A-Z][a-z]+(?:'s {_KIN})?"
 _VERB = (
     r"is|was|are|were|has|have|had|likes?|loves?|enjoys?|hates?|works? (?:at|as|for|on)|lives? in|"
     r"moved (?:to|from)|went to|goes to|visited|bought|joined|started|plays?|played|paints?|painted|wants?|"
@@ -52,7 +60,12 @@ _KIN_RE = re.compile(
 _MAX_OBJ_WORDS = 6
 
 
+_CLAUSE_BREAK = re.compile(r"\s(?:and|but|because|which|who|when|while|if)\s", re.IGNORECASE)
+
+
 def _clip(text: str, n: int) -> str:
+    """First ``n`` words of ``text``, stopping at a clause break ("and", "because", ...)."""
+    text = _CLAUSE_BREAK.split(f" {text} ", maxsplit=1)[0]
     return " ".join(text.split()[:n]).strip()
 
 
@@ -72,6 +85,8 @@ def regex_entity_relations(inp: ModuleInput) -> tuple[list[str], float]:
             found = [
                 f"{m.group('s')} | {m.group('r')} | {_clip(m.group('o'), _MAX_OBJ_WORDS)}"
                 for m in _RELATION_RE.finditer(resolved)
+                # Sentence-initial function words ("How have you been") are capitalised too.
+                if m.group("s").split("'")[0].lower() not in STOPWORDS and _clip(m.group("o"), _MAX_OBJ_WORDS)
             ]
             found += [f"{m.group('s')} | has | {m.group('o')}" for m in _KIN_RE.finditer(resolved)]
             for rel in found:
@@ -83,14 +98,19 @@ def regex_entity_relations(inp: ModuleInput) -> tuple[list[str], float]:
 
 # ----------------------------------------------------------------------------- temporal
 
-_MONTH = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+    r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
 _WEEKDAY = r"(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)"
 _NUMWORD = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several|couple of)"
 _UNIT = r"(?:day|week|month|year|weekend)s?"
 _TEMPORAL_RE = re.compile(
-    rf"\b(?:{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}(?:,? \d{{4}})?"
+    rf"\b(?:{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTH}(?:,? \d{{4}})?"
     rf"|{_MONTH} \d{{4}}|(?:19|20)\d{{2}}|\d{{1,2}}/\d{{1,2}}(?:/\d{{2,4}})?"
-    rf"|yesterday|today|tonight|tomorrow|(?:last|next|this|past) (?:{_UNIT}|{_WEEKDAY}|night|summer|winter|spring|fall)"
+    rf"|yesterday|today|tonight|tomorrow"
+    rf"|(?:last|next|this|past) (?:{_UNIT}|{_WEEKDAY}|night|summer|winter|spring|fall)"
     rf"|{_NUMWORD} {_UNIT} ago|in {_NUMWORD} {_UNIT}|on {_WEEKDAY}|recently|lately)\b",
     re.IGNORECASE,
 )

@@ -18,7 +18,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +76,12 @@ def ppo_actions(ppo_model: Any, obs: np.ndarray) -> np.ndarray:
     return np.array([int(ppo_model.predict(o, deterministic=True)[0]) for o in obs], dtype=np.int64)
 
 
-def _write_dir_atomically(dest: Path, fill: Any) -> None:
-    """Fill a temporary sibling directory with ``fill(tmp)`` and swap it into ``dest``."""
+def write_dir_atomically(dest: Path, fill: Callable[[Path], None]) -> None:
+    """Fill a temporary sibling directory with ``fill(tmp)`` and swap it into ``dest``.
+
+    The old directory (if any) is renamed aside, the new one renamed into place, then the old
+    one deleted; if anything fails before the swap, ``dest`` is left untouched.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     old: Path | None = None
@@ -162,5 +166,5 @@ def export_router(
                 )
 
     dest = Path(path)
-    _write_dir_atomically(dest, fill)
+    write_dir_atomically(dest, fill)
     return dest

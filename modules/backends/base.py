@@ -78,6 +78,8 @@ class GenerationResult:
         finish_reason: ``"stop"``, ``"length"`` or ``"error"``.
         error: Error message when ``finish_reason == "error"``.
         cached: Whether the result was replayed from the call cache.
+        truncated: Whether the backend shortened the prompt to fit its context window
+            (see ``modules.backends.prompting.fit_request``).
     """
 
     text: str
@@ -88,6 +90,7 @@ class GenerationResult:
     finish_reason: str = "stop"
     error: str | None = None
     cached: bool = False
+    truncated: bool = False
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,138 @@
+"""Answer generation: one short prompt per benchmark, built for the llama.cpp prefix cache.
+
+Each prompt puts the fixed instructions first, then the memory text (the pipeline's summary
+or retrieved evidence), then the question (and, for LongMemEval, the date it is asked), so
+the instruction prefix is shared by every question and the memory prefix by every question
+about the same history.
+
+Templates are plain format strings in :data:`ANSWER_TEMPLATES` (a registry by benchmark).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from benchmarks.types import Question
+from modules.backends.base import GenerationRequest
+from modules.cache import CachedLLM
+from modules.cost import Cost
+from modules.pricing import CostModel
+
+
+@dataclass(frozen=True)
+class AnswerTemplate:
+    """A benchmark's answer prompt.
+
+    Attributes:
+        instructions: Fixed text placed first.
+        suffix: Format string after the memory; fields ``{question}`` and ``{question_date}``.
+    """
+
+    instructions: str
+    suffix: str
+
+
+_SHORT = "Answer with a short phrase, using exact words from the memory whenever possible. No explanation."
+
+ANSWER_TEMPLATES: dict[str, AnswerTemplate] = {
+    "locomo": AnswerTemplate(
+        "Use the memory of a conversation below to answer the question. " + _SHORT,
+        "Question: {question}\nShort answer:",
+    ),
+    "longmemeval": AnswerTemplate(
+        "You are a chat assistant. Use the memory of your past chats with the user below to answer the "
+        "user's question; dates matter. If the memory does not contain the answer, say you do not know. "
+        + _SHORT,
+        "Current date: {question_date}\nQuestion: {question}\nShort answer:",
+    ),
+    "hotpotqa": AnswerTemplate(
+        "Use the passages below to answer the question. Answer with a short phrase (a name, a number, "
+        "or yes/no). No explanation.",
+        "Question: {question}\nShort answer:",
+    ),
+}
+ANSWER_TEMPLATES["longmemeval_oracle"] = ANSWER_TEMPLATES["longmemeval"]
+
+
+def template_for(benchmark: str) -> AnswerTemplate:
+    """The answer template of ``benchmark``.
+
+    Raises:
+        KeyError: For a benchmark without a template (naming the known ones).
+    """
+    if benchmark not in ANSWER_TEMPLATES:
+        raise KeyError(f"no answer template for benchmark {benchmark!r}; known: {sorted(ANSWER_TEMPLATES)}")
+    return ANSWER_TEMPLATES[benchmark]
+
+
+def clean_answer(text: str) -> str:
+    """First non-empty line of the output, without an echoed ``Answer:`` label or quotes."""
+    for line in text.strip().splitlines():
+        line = line.strip()
+        if line:
+            for label in ("short answer:", "answer:"):
+                if line.lower().startswith(label):
+                    line = line[len(label) :].strip()
+            return line.strip().strip('"').strip()
+    return ""
+
+
+class AnswerGenerator:
+    """Generates short answers from memory text with the benchmark's prompt.
+
+    Args:
+        llm: The backbone model wrapped in the call cache.
+        benchmark: Benchmark name (selects the template).
+        cost_model: Prices the answer calls (default: GFLOPs).
+        max_tokens: Generation cap (answers are short phrases).
+    """
+
+    def __init__(
+        self, llm: CachedLLM, benchmark: str, cost_model: CostModel | None = None, max_tokens: int = 32
+    ) -> None:
+        self.llm = llm
+        self.benchmark = benchmark
+        self.template = template_for(benchmark)
+        self.cost_model = cost_model or CostModel()
+        self.max_tokens = max_tokens
+
+    def prompt(self, question: Question, memory_text: str) -> str:
+        """The full prompt; the memory is cut from its end if the prompt would not fit ``n_ctx``."""
+        suffix = self.template.suffix.format(
+            question=question.question, question_date=question.question_date or "unknown"
+        )
+        memory = memory_text.strip() or "(empty)"
+
+        def build(mem: str) -> str:
+            return f"{self.template.instructions}\n\nMemory:\n{mem}\n\n{suffix}"
+
+        budget = self.llm.n_ctx - self.max_tokens - 16  # a little slack for the chat template
+        prompt = build(memory)
+        for _ in range(8):  # shrink proportionally; converges in a few steps
+            n = self.llm.count_tokens(prompt)
+            if n <= budget:
+                return prompt
+            keep = max(0, int(len(memory) * budget / n * 0.95))
+            memory = memory[:keep]
+            prompt = build(memory)
+        return prompt
+
+    def answer_many(self, items: Sequence[tuple[Question, str]]) -> list[tuple[str, Cost]]:
+        """Answer a batch of ``(question, memory_text)`` pairs in one backend batch.
+
+        Returns:
+            ``(answer, cost)`` per item; a failed call gives ``""`` and a cost with ``failures=1``.
+        """
+        requests = [
+            GenerationRequest(
+                messages=({"role": "user", "content": self.prompt(q, m)},), max_tokens=self.max_tokens
+            )
+            for q, m in items
+        ]
+        results = self.llm.generate(requests, tags={"module": "answer", "benchmark": self.benchmark})
+        return [(clean_answer(r.text) if r.ok else "", self.cost_model.llm(r)) for r in results]
+
+    def answer(self, question: Question, memory_text: str) -> tuple[str, Cost]:
+        """Answer one question from ``memory_text``; returns ``(answer, cost)``."""
+        return self.answer_many([(question, memory_text)])[0]

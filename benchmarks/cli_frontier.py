@@ -1,0 +1,253 @@
+r"""``python evaluate.py frontier``: cost-quality frontier of router checkpoints vs fixed-tier baselines.
+
+Example (a λ sweep on the LoCoMo test split)::
+
+    python evaluate.py frontier --benchmark locomo --split test \\
+        --routers 'runs/locomo__implementation__lam*__s*/router' \\
+        --baselines all-low,all-mid,all-high,random,best-fixed --limit 100
+
+What it does:
+
+1. Finds router checkpoints (globs, checkpoint dirs or zips, or directories searched for
+   checkpoints) and groups them by λ: several seeds at one λ make one system whose intervals
+   cover seed variation too.
+2. Resolves the config: ``--config`` (a resolved YAML), else the first checkpoint's recorded
+   config, else the project's Hydra config (``configs/config.yaml``); ``--set`` overrides apply
+   on top (``key.sub=value``, or ``group=option`` to load ``configs/group/option.yaml``).
+3. Builds the components and the test question bank once, chooses ``best-fixed`` on the
+   validation split (see :mod:`benchmarks.tier_search`), evaluates every system (per-question
+   records cached on disk, see :mod:`benchmarks.frontier_runner`), aggregates with bootstrap
+   intervals, and prints the table and the verdict.
+4. Writes ``frontier.csv``, ``frontier.json``, ``frontier.png`` and ``metadata.json`` (resolved
+   config, checkpoint ids and sha256s, data checksums, judge prompt hash, provenance) to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+from benchmarks.aggregate import summarise
+from benchmarks.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
+from benchmarks.frontier_config import resolve_config
+from benchmarks.frontier_runner import (
+    RecordStore,
+    SystemSpec,
+    evaluate_run,
+    evaluate_systems,
+    fixed_run,
+    mean_of,
+    record_fingerprint,
+    safe_id,
+)
+from benchmarks.frontier_systems import baseline_systems, find_checkpoints, router_systems
+from benchmarks.tier_search import SEARCH_METHODS, parse_tiers, search_fixed_tiers, tiers_label
+from common.atomic import atomic_write_json
+from common.datadir import PROJECT_ROOT
+
+DEFAULT_BASELINES = "all-low,all-mid,all-high,random,best-fixed"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the frontier command's options."""
+    a = parser.add_argument
+    a(
+        "--benchmark",
+        default=None,
+        help="locomo | longmemeval | longmemeval_oracle | hotpotqa (default: config's)",
+    )
+    a("--split", default="test", help="split to evaluate on (default test)")
+    a(
+        "--routers",
+        nargs="*",
+        default=[],
+        metavar="PATH",
+        help="checkpoint dirs/zips, globs, or dirs to search",
+    )
+    a(
+        "--checkpoint-glob",
+        default="*",
+        help="when searching a dir: checkpoint dir names to accept (e.g. best)",
+    )
+    a(
+        "--baselines",
+        default=DEFAULT_BASELINES,
+        help="comma list: all-low, all-mid, all-high, random, best-fixed, "
+        "fixed:L,M,H,M,L (separate several fixed tuples with ';')",
+    )
+    a(
+        "--random-seeds",
+        default="0",
+        help="comma list of seeds of the random baseline (one system, several runs)",
+    )
+    a(
+        "--config",
+        default=None,
+        help="resolved config YAML (default: first checkpoint's config, else configs/)",
+    )
+    a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+    a("--limit", type=int, default=None, help="evaluate at most N test questions (bank selection order)")
+    a("--val-split", default="val", help="split used to choose best-fixed")
+    a("--val-limit", type=int, default=50, help="validation questions for the best-fixed search")
+    a("--best-fixed-search", default="greedy", choices=SEARCH_METHODS)
+    a("--best-fixed-candidates", default="", help="';'-separated tuples for --best-fixed-search candidates")
+    a("--best-fixed-budget", type=float, default=0.5, help="best-fixed cost budget as a fraction of all-HIGH")
+    a("--quality", default="f1", choices=["f1", "em", "judge"], help="quality axis (default f1)")
+    a("--cost", default="module_cost", choices=["module_cost", "total_cost"], help="cost axis")
+    a("--reference", default="all-high", help="reference system for ratios and the target")
+    a("--quality-frac", type=float, default=0.95, help="target share of reference quality")
+    a("--cost-frac", type=float, default=0.5, help="allowed share of reference cost")
+    a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
+    a("--boot-seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    a("--alpha", type=float, default=DEFAULT_ALPHA, help="1 - confidence level of the intervals")
+    a("--out", default=None, help="output dir (default runs/frontier/<benchmark>-<split>)")
+    a("--chunk", type=int, default=8, help="questions evaluated between two record-cache saves")
+    a("--no-progress", action="store_true", help="hide progress bars")
+
+
+# ------------------------------------------------------------------------------------------
+# Main
+# ------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate, aggregate, print and write the frontier; returns the exit code."""
+    from envs.components import make_components, question_bank_from
+
+    paths = find_checkpoints(args.routers, args.checkpoint_glob) if args.routers else []
+    routers, ckpts, router_cfgs = router_systems(paths) if paths else ([], [], [])
+    cfg = resolve_config(args, router_cfgs)
+    cfg.setdefault("question_bank", {})
+    components = make_components(cfg)
+    try:
+        test_cfg = copy.deepcopy(cfg)
+        test_cfg["question_bank"]["limit"] = args.limit
+        items = question_bank_from(test_cfg, args.split, components.encoder, progress=not args.no_progress)
+        return run_with(
+            args, cfg, components, items, routers, ckpts, lambda: _val_items(args, cfg, components)
+        )
+    finally:
+        components.close()
+
+
+def _val_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:
+    from envs.components import question_bank_from
+
+    val_cfg = copy.deepcopy(cfg)
+    val_cfg["question_bank"]["limit"] = args.val_limit
+    return question_bank_from(val_cfg, args.val_split, components.encoder, progress=not args.no_progress)
+
+
+def _data_checksums(cfg: dict[str, Any], benchmark: str) -> dict[str, str]:
+    from benchmarks.registry import get_benchmark
+    from common.provenance import data_checksums
+
+    try:
+        return data_checksums(get_benchmark(benchmark, data_dir=cfg.get("data_dir")).data_files())
+    except (KeyError, ValueError, FileNotFoundError):
+        return {}  # e.g. the synthetic test benchmark, which has no data files
+
+
+def run_with(
+    args: argparse.Namespace,
+    cfg: dict[str, Any],
+    components: Any,
+    items: list[Any],
+    routers: list[SystemSpec],
+    ckpts: list[dict[str, Any]],
+    val_items: Any,
+) -> int:
+    """Everything after the components and the test bank exist (tests call this with fakes)."""
+    from benchmarks.frontier_plot import plot_frontier
+    from benchmarks.report import analyse, format_table, json_safe, verdict_lines, write_csv, write_json
+    from common.provenance import run_metadata
+
+    bench = str(components.benchmark)
+    out = Path(args.out or PROJECT_ROOT / "runs" / "frontier" / f"{bench}-{args.split}")
+    checksums = _data_checksums(cfg, bench)
+    fp = record_fingerprint(cfg, checksums)
+    qids = [str(it.question.question_id) for it in items]
+    if len(set(qids)) != len(qids):
+        raise ValueError(f"question bank of {bench}/{args.split} has duplicate question ids")
+    progress = not args.no_progress
+
+    def search() -> Any:
+        vitems = val_items()
+        store_dir = out / "records" / fp / args.val_split
+
+        def evaluate(tiers: tuple) -> tuple[float, float]:
+            fr = fixed_run(tiers)
+            recs = evaluate_run(
+                fr,
+                vitems,
+                components,
+                RecordStore(store_dir / f"{safe_id(fr.run_id)}.jsonl"),
+                chunk=args.chunk,
+                progress=progress,
+                desc=f"val {tiers_label(tiers)}",
+            )
+            return mean_of(recs, args.quality), mean_of(recs, args.cost)
+
+        cands = [parse_tiers(c) for c in args.best_fixed_candidates.split(";") if c.strip()]
+        return search_fixed_tiers(
+            evaluate, budget_frac=args.best_fixed_budget, method=args.best_fixed_search, candidates=cands
+        )
+
+    systems = [*routers, *baseline_systems(args, search)]
+    runs = evaluate_systems(
+        systems, items, components, out / "records" / fp / args.split, chunk=args.chunk, progress=progress
+    )
+    summaries = [summarise(s, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha) for s in runs]
+    report = analyse(
+        summaries,
+        quality=args.quality,
+        cost=args.cost,
+        reference=args.reference,
+        quality_frac=args.quality_frac,
+        cost_frac=args.cost_frac,
+    )
+    judge_hash = None
+    if components.judge is not None:
+        from benchmarks.judge import PROMPT_HASH
+
+        judge_hash = PROMPT_HASH
+    meta = {
+        **run_metadata(cfg),
+        "benchmark": bench,
+        "split": args.split,
+        "limit": args.limit,
+        "n_questions": len(qids),
+        "question_ids_sha256": hashlib.sha256("\n".join(qids).encode()).hexdigest(),
+        "data_checksums": checksums,
+        "record_fingerprint": fp,
+        "checkpoints": ckpts,
+        "judge_prompt_hash": judge_hash,
+        "bootstrap": {
+            "n_boot": args.n_boot,
+            "seed": args.boot_seed,
+            "alpha": args.alpha,
+            "method": "percentile; hierarchical over seeds then questions; paired across systems",
+        },
+        "options": {k: v for k, v in vars(args).items() if k != "func"},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "metadata.json", json_safe(meta))
+    write_csv(report, out / "frontier.csv")
+    write_json(report, out / "frontier.json", meta)
+    title = f"{bench} / {args.split}: {len(qids)} questions" + (
+        f" (limit {args.limit})" if args.limit else ""
+    )
+    plot_frontier(report, out / "frontier.png", title=title)
+    print(f"\n{title}\n")
+    print(format_table(report))
+    print()
+    print("\n".join(verdict_lines(report)))
+    print(f"\nwrote {out}/: frontier.csv, frontier.json, frontier.png, metadata.json")
+    bad = [s.name for s in summaries if not math.isfinite(s.metrics[args.quality].mean)]
+    if bad:
+        print(f"warning: no {args.quality} values for {bad} (is the judge enabled?)")
+    return 0

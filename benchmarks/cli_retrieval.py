@@ -1,0 +1,213 @@
+"""``python evaluate.py retrieval``: evidence recall@k of the tiered memory on a benchmark split.
+
+For every sample of the split the history is chunked and encoded once (batched; vectors are
+cached on disk), then one memory per ``--modes`` entry is built from the same vectors (by
+default the tiered ``full`` memory and the flat ``oracle_unbounded`` store), and every question
+with gold evidence is answered by ``retrieve(question, k)`` for each ``k``. Recall@k is the
+share of gold evidence turns inside the retrieved chunks (:mod:`benchmarks.recall`).
+
+Writes ``<out>/<benchmark>_<split>_<timestamp>/rows.csv`` (one row per question, mode and k)
+and ``summary.json`` (means per mode and k, per category, chunk statistics, timings and run
+metadata: config, git commit, package versions, data checksums).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import logging
+import math
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from benchmarks.chunking import GRANULARITIES, ChunkingConfig, chunk_history
+from benchmarks.embedding_cache import EmbeddingCache
+from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
+from benchmarks.recall import evidence_hit, evidence_recall
+from benchmarks.registry import benchmark_names, get_benchmark
+from common.atomic import atomic_write_json, atomic_write_with
+from common.provenance import run_metadata
+
+log = logging.getLogger(__name__)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
+    if not values or values[0] <= 0:
+        raise argparse.ArgumentTypeError(f"k values must be positive integers, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options."""
+    parser.add_argument("--benchmark", required=True, choices=benchmark_names())
+    parser.add_argument("--split", default="test", choices=("train", "val", "test", "all"))
+    parser.add_argument(
+        "--k", type=_int_list, default=[5, 10], help="comma-separated k values (default 5,10)"
+    )
+    parser.add_argument(
+        "--modes",
+        default="full,oracle_unbounded",
+        help="comma-separated memory modes (full, no_ce, no_gate, lru, oracle_unbounded)",
+    )
+    parser.add_argument("--encoder", default="minilm", help="encoder registry name (default minilm)")
+    parser.add_argument("--max-tokens", type=int, default=ChunkingConfig.max_tokens, help="chunk size bound")
+    parser.add_argument("--granularity", default=ChunkingConfig.granularity, choices=GRANULARITIES)
+    parser.add_argument("--l1-fraction", type=float, default=MemoryBuildConfig.l1_fraction)
+    parser.add_argument("--l2-fraction", type=float, default=MemoryBuildConfig.l2_fraction)
+    parser.add_argument("--gate-threshold", type=float, default=None, help="override the calibrated gate")
+    parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N samples of the split")
+    parser.add_argument("--data-dir", default=None, help="benchmark data directory")
+    parser.add_argument("--out", default="runs/retrieval", help="output directory")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean recall/hit per (mode, k), overall and per category, over questions with gold evidence."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["recall"] is not None:
+            groups[(r["mode"], r["k"])].append(r)
+    out: dict[str, Any] = {}
+    for (mode, k), rs in sorted(groups.items()):
+        cats: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rs:
+            cats[r["category"]].append(r)
+        out.setdefault(mode, {})[f"k={k}"] = {
+            "recall": _mean([r["recall"] for r in rs]),
+            "hit": _mean([r["hit"] for r in rs]),
+            "n": len(rs),
+            "per_category": {
+                c: {
+                    "recall": _mean([r["recall"] for r in v]),
+                    "hit": _mean([r["hit"] for r in v]),
+                    "n": len(v),
+                }
+                for c, v in sorted(cats.items())
+            },
+        }
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the evaluation; returns 0 on success."""
+    from memory.encoder import get_encoder
+
+    t_start = time.perf_counter()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    build = MemoryBuildConfig(
+        chunking=ChunkingConfig(max_tokens=args.max_tokens, granularity=args.granularity),
+        l1_fraction=args.l1_fraction,
+        l2_fraction=args.l2_fraction,
+        gate_threshold=args.gate_threshold,
+        encode_batch_size=args.batch_size,
+    )
+    bench = get_benchmark(args.benchmark, data_dir=args.data_dir)
+    samples = bench.load(args.split)
+    if args.limit is not None:
+        samples = samples[: args.limit]
+    encoder = get_encoder(args.encoder)
+    cache = None if args.no_cache else EmbeddingCache()
+
+    rows: list[dict[str, Any]] = []
+    n_chunks: list[int] = []
+    stats: dict[str, dict[str, int]] = {m: defaultdict(int) for m in modes}
+    t_encode = 0.0
+    for sample in tqdm(samples, desc=f"recall {args.benchmark}/{args.split}", unit="history"):
+        chunks = chunk_history(sample.history, build.chunking)
+        n_chunks.append(len(chunks))
+        t0 = time.perf_counter()
+        texts = [c.text for c in chunks]
+        if cache is not None:
+            emb = cache.encode(encoder, texts, args.batch_size)
+        else:
+            emb = encoder.encode(texts, batch_size=args.batch_size)
+        q_emb = encoder.encode([q.question for q in sample.questions], batch_size=args.batch_size)
+        t_encode += time.perf_counter() - t0
+        for mode in modes:
+            memory = build_memory(
+                sample, encoder, build=dataclasses.replace(build, mode=mode), embeddings=emb
+            )
+            for qi, question in enumerate(sample.questions):
+                for k in args.k:
+                    evidence = retrieve_evidence(memory, question, k, query_embedding=q_emb[qi])
+                    rows.append(
+                        {
+                            "sample_id": sample.sample_id,
+                            "question_id": question.question_id,
+                            "category": question.category,
+                            "mode": mode,
+                            "k": k,
+                            "n_gold": len(question.evidence_ids),
+                            "recall": evidence_recall(question.evidence_ids, evidence),
+                            "hit": evidence_hit(question.evidence_ids, evidence),
+                            "n_chunks": len(chunks),
+                            "retrieved_turns": len({s for e in evidence for s in e.source_ids}),
+                        }
+                    )
+            for key, value in memory.stats.items():
+                stats[mode][key] += int(value)
+
+    summary = summarise(rows)
+    out_dir = Path(args.out) / f"{args.benchmark}_{args.split}_{time.strftime('%Y%m%d-%H%M%S')}"
+    config = {
+        **{k: v for k, v in vars(args).items() if k not in ("k",)},
+        "k": list(args.k),
+        "modes": modes,
+        "build": dataclasses.asdict(build),
+        "encoder_dim": encoder.dim,
+    }
+
+    def write_csv(tmp: Path) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["question_id"])
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write_with(out_dir / "rows.csv", write_csv)
+    result = {
+        "benchmark": args.benchmark,
+        "split": args.split,
+        "samples": len(samples),
+        "questions": sum(len(s.questions) for s in samples),
+        "questions_with_evidence": sum(1 for s in samples for q in s.questions if q.evidence_ids),
+        "chunks": {"total": sum(n_chunks), "mean_per_history": _mean([float(n) for n in n_chunks])},
+        "recall": summary,
+        "memory_stats": {m: dict(v) for m, v in stats.items()},
+        "timings_s": {"total": time.perf_counter() - t_start, "encode": t_encode},
+        "embedding_cache": None if cache is None else {"hits": cache.hits, "misses": cache.misses},
+        "metadata": run_metadata(config, bench.data_files()),
+    }
+    atomic_write_json(out_dir / "summary.json", result)
+
+    ks = list(args.k)
+    print(
+        f"\n{args.benchmark} / {args.split}: {result['questions_with_evidence']} questions with evidence, "
+        f"{len(samples)} histories, {sum(n_chunks)} chunks ({result['timings_s']['total']:.0f} s)"
+    )
+    print(f"{'mode':<18}" + "".join(f"{'recall@' + str(k):>12}{'hit@' + str(k):>10}" for k in ks))
+    for mode in modes:
+        cells = (
+            "".join(
+                f"{summary[mode][f'k={k}']['recall']:>12.3f}{summary[mode][f'k={k}']['hit']:>10.3f}"
+                for k in ks
+            )
+            if mode in summary
+            else "  (no questions with evidence)"
+        )
+        print(f"{mode:<18}{cells}")
+    print(f"wrote {out_dir}/summary.json and rows.csv")
+    return 0

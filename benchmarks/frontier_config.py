@@ -1,0 +1,83 @@
+"""Config resolution of the frontier command: ``--config`` YAML, a checkpoint's config, or Hydra defaults.
+
+``--set`` overrides apply on top: ``key.sub=value`` (value parsed as YAML) or ``group=option``,
+which loads ``configs/group/option.yaml`` as that section, as Hydra would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from pathlib import Path
+from typing import Any
+
+from common.datadir import PROJECT_ROOT
+
+CONFIG_DIR = PROJECT_ROOT / "configs"
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key.sub=value`` (YAML-parsed value) or ``group=option`` (loads ``configs/group/option.yaml``).
+
+    Raises:
+        ValueError: For an override without ``=``.
+    """
+    import yaml
+
+    out = copy.deepcopy(cfg)
+    for ov in overrides:
+        key, eq, raw = ov.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--set {ov!r}: expected KEY=VALUE")
+        group_file = CONFIG_DIR / key / f"{raw}.yaml"
+        if "." not in key and group_file.is_file():
+            out[key] = _load_yaml(group_file)
+            continue
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            if not isinstance(node.get(p), dict):
+                node[p] = {}
+            node = node[p]
+        node[parts[-1]] = yaml.safe_load(raw) if raw else None
+    return out
+
+
+def compose_default_config() -> dict[str, Any]:
+    """The project's Hydra config (``configs/config.yaml``), resolved, without the hydra section."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name="config")
+    data = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(data, dict)
+    data.pop("hydra", None)
+    return data
+
+
+def resolve_config(args: argparse.Namespace, router_configs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Pick the base config (``--config`` > first checkpoint's > Hydra default) and apply overrides."""
+    if args.config:
+        cfg = _load_yaml(Path(args.config))
+    elif router_configs and router_configs[0]:
+        cfg = copy.deepcopy(router_configs[0])
+    else:
+        cfg = compose_default_config()
+    cfg = apply_overrides(cfg, list(args.set))
+    named = cfg.get("benchmark")
+    current = named if isinstance(named, str) else (named or {}).get("name")
+    if args.benchmark and current != args.benchmark:
+        # Evaluating on another benchmark than the routers were trained on (transfer) is allowed.
+        group = CONFIG_DIR / "benchmark" / f"{args.benchmark}.yaml"
+        cfg["benchmark"] = _load_yaml(group) if group.is_file() else {"name": args.benchmark, "options": {}}
+    return cfg

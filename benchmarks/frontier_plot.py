@@ -1,0 +1,155 @@
+"""PNG Pareto plot of a :class:`benchmarks.report.FrontierReport` (quality vs cost).
+
+Left panel: every system at (mean cost, mean quality) with 95% bootstrap error bars on both
+axes; routers in colour and labelled (by λ when known), baselines in grey; each family's
+step frontier (what a user can buy at each budget by picking one system); the straight line
+from the cheapest to the dearest baseline (APGR = 0.5); and the target box (>= 95% of the
+reference quality at <= 50% of its cost). Right panel: the mean tier each router picks per
+module (0 = LOW, 1 = MID, 2 = HIGH), which shows *how* a router saves.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless; must precede pyplot
+import matplotlib.pyplot as plt
+import numpy as np
+
+from benchmarks.frontier import pareto_frontier
+from benchmarks.report import FrontierReport
+from common.atomic import atomic_write_with
+from modules.tier import MODULE_ORDER
+
+_LABELS = {
+    "f1": "token F1",
+    "em": "exact match",
+    "judge": "LLM-judge score",
+    "module_cost": "module cost per question",
+    "total_cost": "total cost per question (incl. answer)",
+}
+
+
+def _step_xy(points: list, x_max: float) -> tuple[list[float], list[float]]:
+    xs: list[float] = []
+    ys: list[float] = []
+    for i, p in enumerate(points):
+        end = points[i + 1].cost if i + 1 < len(points) else x_max
+        xs += [p.cost, end]
+        ys += [p.quality, p.quality]
+    return xs, ys
+
+
+def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> Path:
+    """Draw the Pareto plot and write it atomically as PNG.
+
+    Args:
+        report: The analysed frontier.
+        path: Destination ``.png``.
+        title: Figure title (benchmark, split, question count...).
+
+    Returns:
+        The written path.
+    """
+    q, c = report.quality, report.cost
+    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+    pts = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
+    by_name = {s.name: s for s in report.summaries}
+    x_max = max((p.cost for p in pts), default=1.0) * 1.05 or 1.0
+    ref = by_name.get(report.reference or "")
+    if ref is not None:
+        # Target region: >= quality_frac of the reference quality at <= cost_frac of its cost.
+        ax.fill_between(
+            [0, report.cost_frac * ref.metrics[c].mean],
+            report.quality_frac * ref.metrics[q].mean,
+            max(p.quality for p in pts) * 1.05 + 1e-9,
+            color="tab:green",
+            alpha=0.12,
+            label=f">= {report.quality_frac:.0%} {q} at <= {report.cost_frac:.0%} cost",
+        )
+    if "baselines" in report.scores:
+        s = report.scores["baselines"]
+        ax.plot(
+            [s.c_lo, s.c_hi],
+            [s.q_lo, s.q_hi],
+            ls=":",
+            color="grey",
+            lw=1,
+            label=f"{s.low} to {s.high} line (APGR 0.5)",
+        )
+    colours = plt.get_cmap("viridis")
+    routers = [s for s in report.summaries if s.kind == "router"]
+    for kind, family in (("baseline", "baselines"), ("router", "routers")):
+        fam = [p for p in pts if p.kind == kind]
+        if not fam:
+            continue
+        score = report.scores.get(family)
+        if score is not None and kind == "router":
+            # Draw what the frontier score integrates: the routers plus the always-available floor.
+            floor = next(p for p in pts if p.name == score.low)
+            fam = [*fam, floor]
+        front = pareto_frontier(fam)
+        xs, ys = _step_xy(front, x_max)
+        label = f"{family} frontier" + (f" (APGR {score.apgr:.2f}, AUC {score.auc:.2f})" if score else "")
+        ax.plot(
+            xs,
+            ys,
+            drawstyle="default",
+            color="tab:blue" if kind == "router" else "grey",
+            lw=1.5,
+            alpha=0.8,
+            label=label,
+        )
+    for p in pts:
+        s = by_name[p.name]
+        eq, ec = s.metrics[q], s.metrics[c]
+        yerr = [[max(p.quality - eq.lo, 0)], [max(eq.hi - p.quality, 0)]]
+        xerr = [[max(p.cost - ec.lo, 0)], [max(ec.hi - p.cost, 0)]]
+        if s.kind == "router":
+            i = routers.index(s)
+            colour = colours(i / max(len(routers) - 1, 1) * 0.85)
+            marker = "o"
+        else:
+            colour, marker = "dimgrey", "s"
+        ax.errorbar([p.cost], [p.quality], xerr=xerr, yerr=yerr, fmt=marker, color=colour, ms=6, capsize=2)
+        lam = s.params.get("cost_lambda")
+        text = f"λ={lam:g}" if s.kind == "router" and isinstance(lam, (int, float)) else p.name
+        ax.annotate(text, (p.cost, p.quality), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel(_LABELS.get(c, c))
+    ax.set_ylabel(_LABELS.get(q, q))
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("cost-quality frontier (95% bootstrap CIs)", fontsize=10)
+
+    if routers:
+        width = 0.8 / len(routers)
+        x = np.arange(len(MODULE_ORDER))
+        for i, s in enumerate(routers):
+            shares = [s.tier_ratios[m]["MID"] + 2 * s.tier_ratios[m]["HIGH"] for m in MODULE_ORDER]
+            ax_t.bar(
+                x + i * width, shares, width, color=colours(i / max(len(routers) - 1, 1) * 0.85), label=s.name
+            )
+        ax_t.set_xticks(x + 0.4 - width / 2, MODULE_ORDER)
+        ax_t.set_ylim(0, 2)
+        ax_t.set_yticks([0, 1, 2], ["LOW", "MID", "HIGH"])
+        ax_t.set_ylabel("mean tier chosen")
+        ax_t.legend(fontsize=7)
+        ax_t.set_title("routers: mean tier per module", fontsize=10)
+    else:
+        ax_t.axis("off")
+        ax_t.text(0.5, 0.5, "no routers evaluated", ha="center", va="center")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+
+    def _save(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=120)
+
+    try:
+        return atomic_write_with(path, _save)
+    finally:
+        plt.close(fig)

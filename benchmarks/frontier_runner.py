@@ -1,0 +1,249 @@
+"""Evaluate systems (routers and baselines) question by question, with a resumable record cache.
+
+Per-question records are cached on disk as JSONL, one file per *run* (one seed of one
+system), keyed by question id, under ``<out>/records/<fingerprint>/<split>/<run_id>.jsonl``.
+The fingerprint hashes everything that changes a record (the evaluation-relevant config
+sections and the data checksums), so re-running the frontier after adding one checkpoint
+only evaluates the new one, and a changed backend or memory config never reuses stale
+records. Files are rewritten atomically after every chunk of questions, so an interrupted
+run resumes where it stopped.
+
+Random baselines draw each question's tiers from a generator seeded by ``(seed, question
+id)``, so their records do not depend on evaluation order, chunking or which questions
+were already cached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.aggregate import Run, SystemRuns
+from benchmarks.tier_search import TierTuple, tiers_label
+from common.atomic import atomic_write_text
+from modules.tier import Tier
+
+DecideFn = Callable[[np.ndarray, str], Tier]
+
+#: Config sections that change an evaluation record (others, e.g. ppo/train/wandb, do not).
+RECORD_SECTIONS: tuple[str, ...] = (
+    "benchmark",
+    "strategy",
+    "encoder",
+    "backend",
+    "llms",
+    "answer",
+    "judge",
+    "memory",
+    "question_bank",
+    "data_dir",
+)
+#: Keys of ``question_bank`` that only select questions (records are keyed by question id).
+_SELECTION_KEYS = ("limit", "split", "cache_dir")
+
+
+def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]) -> str:
+    """Hash of what determines a record: the record-relevant config and the data checksums."""
+    ident: dict[str, Any] = {k: cfg.get(k) for k in RECORD_SECTIONS}
+    qb = dict(ident.get("question_bank") or {})
+    for k in _SELECTION_KEYS:
+        qb.pop(k, None)
+    ident["question_bank"] = qb
+    ident["cost_unit"] = (cfg.get("cost") or {}).get("unit", "gflops")
+    ident["data"] = dict(sorted(data_checksums.items()))
+    blob = json.dumps(ident, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def safe_id(text: str) -> str:
+    """File-name-safe version of a run id."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
+
+
+class RecordStore:
+    """Per-question records of one run, persisted as JSONL (atomic rewrite on save).
+
+    Args:
+        path: The JSONL file (created on first save).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.records: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                    self.records[str(rec["question_id"])] = rec
+                except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                    raise ValueError(
+                        f"{self.path}:{n}: corrupt record cache line ({exc}); delete the file to re-evaluate"
+                    ) from exc
+
+    def missing(self, question_ids: Sequence[str]) -> list[str]:
+        """Question ids without a cached record."""
+        return [q for q in question_ids if q not in self.records]
+
+    def add(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Add (or replace) records in memory."""
+        for rec in records:
+            self.records[str(rec["question_id"])] = dict(rec)
+
+    def save(self) -> None:
+        """Atomically rewrite the file (sorted by question id, so it diffs cleanly)."""
+        lines = [json.dumps(self.records[q], sort_keys=True, default=str) for q in sorted(self.records)]
+        atomic_write_text(self.path, "\n".join(lines) + "\n")
+
+    def get(self, question_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Records for ``question_ids`` in that order (all must be present)."""
+        return [self.records[q] for q in question_ids]
+
+
+@dataclass
+class RunSpec:
+    """How to evaluate one run of a system.
+
+    Attributes:
+        run_id: Cache key (unique per distinct policy; equal ids share records).
+        decide_for: ``item -> decide`` (a fresh decision function per question).
+        cost_lambda: λ fed to the observation (a router sees the λ it was trained with), or None.
+        seed: Seed of the run, if any.
+        check: Optional ``components -> None`` compatibility check run once before evaluation.
+    """
+
+    run_id: str
+    decide_for: Callable[[Any], DecideFn]
+    cost_lambda: float | None = None
+    seed: int | None = None
+    check: Callable[[Any], None] | None = None
+
+
+@dataclass
+class SystemSpec:
+    """A system to evaluate: a name, a kind, its runs and descriptive params."""
+
+    name: str
+    kind: str
+    runs: list[RunSpec]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def fixed_run(tiers: TierTuple) -> RunSpec:
+    """Run spec of a fixed tier tuple (the same tuple always shares one record file)."""
+    from policies.baselines import FixedTierPolicy
+
+    policy = FixedTierPolicy(list(tiers))
+    return RunSpec(f"fixed-{tiers_label(tiers).replace(',', '')}", lambda _item: policy.decide)
+
+
+def question_seed(seed: int, question_id: str) -> int:
+    """Per-question seed of the random baseline (stable across processes and orderings)."""
+    digest = hashlib.sha256(f"{seed}:{question_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def random_run(seed: int) -> RunSpec:
+    """Run spec of the uniformly random baseline with ``seed``."""
+    from policies.baselines import RandomPolicy
+
+    return RunSpec(
+        f"random-s{seed}",
+        lambda item: RandomPolicy(question_seed(seed, item.question.question_id)).decide,
+        seed=seed,
+    )
+
+
+def evaluate_run(
+    run: RunSpec,
+    items: Sequence[Any],
+    components: Any,
+    store: RecordStore,
+    *,
+    chunk: int = 8,
+    progress: bool = True,
+    desc: str = "",
+) -> list[dict[str, Any]]:
+    """Evaluate the questions ``store`` lacks, saving every ``chunk`` questions; return all records.
+
+    Args:
+        run: The run to evaluate.
+        items: Question bank items (``.question.question_id``).
+        components: Env components (``envs.components.EnvComponents``).
+        store: The run's record cache.
+        chunk: Questions evaluated between two saves.
+        progress: Show a tqdm bar.
+        desc: Progress-bar label.
+
+    Returns:
+        Records of every item, in ``items`` order.
+    """
+    from tqdm.auto import tqdm
+
+    from envs.rollout import run_episode
+
+    ids = [str(it.question.question_id) for it in items]
+    todo = [it for it, q in zip(items, ids, strict=True) if q not in store.records]
+    if todo:
+        if run.check is not None:
+            run.check(components)
+        comps = components
+        if run.cost_lambda is not None and run.cost_lambda != getattr(components, "cost_lambda", None):
+            comps = dataclasses.replace(components, cost_lambda=float(run.cost_lambda))
+        pending: list[dict[str, Any]] = []
+        for it in tqdm(todo, desc=desc or run.run_id, unit="q", disable=not progress):
+            rec = run_episode(it, run.decide_for(it), comps).to_dict()
+            rec["run_id"] = run.run_id
+            pending.append(rec)
+            if len(pending) >= chunk:
+                store.add(pending)
+                store.save()
+                pending = []
+        store.add(pending)
+        store.save()
+    return store.get(ids)
+
+
+def evaluate_systems(
+    systems: Sequence[SystemSpec],
+    items: Sequence[Any],
+    components: Any,
+    store_dir: str | Path,
+    *,
+    chunk: int = 8,
+    progress: bool = True,
+) -> list[SystemRuns]:
+    """Evaluate every run of every system (using the record cache) and collect :class:`SystemRuns`."""
+    out = []
+    for sys_spec in systems:
+        runs = []
+        for run in sys_spec.runs:
+            store = RecordStore(Path(store_dir) / f"{safe_id(run.run_id)}.jsonl")
+            recs = evaluate_run(
+                run, items, components, store, chunk=chunk, progress=progress, desc=f"{sys_spec.name}"
+            )
+            runs.append(Run(run.run_id, recs, run.seed))
+        out.append(SystemRuns(sys_spec.name, sys_spec.kind, runs, dict(sys_spec.params)))
+    return out
+
+
+def mean_of(records: Sequence[Mapping[str, Any]], key: str) -> float:
+    """Mean of one numeric field over records (NaN when empty)."""
+    vals = [float(r[key]) for r in records if r.get(key) is not None]
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def run_episode_tiers(run: RunSpec, item: Any, components: Any) -> tuple[str, ...]:
+    """Tiers a run picks for one item (a cheap probe used to check determinism)."""
+    from envs.rollout import run_episode
+
+    return tuple(t.name for t in run_episode(item, run.decide_for(item), components).tiers)

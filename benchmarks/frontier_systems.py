@@ -1,0 +1,166 @@
+"""The systems the frontier command evaluates: router checkpoints (grouped by λ) and baselines.
+
+Routers: ``--routers`` takes checkpoint directories or zips (``policies.router`` format), globs,
+or directories searched recursively for checkpoints (``--checkpoint-glob`` filters the
+checkpoint directory names, e.g. ``best``). Checkpoints with the same λ form one system, one
+run per seed. Each router is evaluated with the λ it was trained with in its observation.
+
+Baselines: fixed tuples (``all-low``, ``all-mid``, ``all-high``, ``fixed:L,M,H,M,L``), the
+random baseline (one run per ``--random-seeds`` seed) and ``best-fixed`` (chosen on the
+validation split by :mod:`benchmarks.tier_search`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+from pathlib import Path
+from typing import Any
+
+from benchmarks.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run
+from benchmarks.tier_search import tiers_label
+
+
+def _is_checkpoint(p: Path) -> bool:
+    from policies.router import METADATA_FILE, WEIGHTS_FILE
+
+    if p.is_dir():
+        return (p / METADATA_FILE).is_file() and (p / WEIGHTS_FILE).is_file()
+    import zipfile
+
+    return p.is_file() and zipfile.is_zipfile(p)
+
+
+def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
+    """Expand globs; a match that is not itself a checkpoint is searched recursively.
+
+    Raises:
+        FileNotFoundError: If a pattern finds no checkpoint.
+    """
+    from policies.router import METADATA_FILE
+
+    found: list[Path] = []
+    for pat in patterns:
+        matches = sorted(Path(m) for m in glob.glob(pat)) or ([Path(pat)] if Path(pat).exists() else [])
+        hits: list[Path] = []
+        for m in matches:
+            if _is_checkpoint(m):
+                hits.append(m)
+            elif m.is_dir():
+                hits += [
+                    meta.parent
+                    for meta in sorted(m.rglob(METADATA_FILE))
+                    if _is_checkpoint(meta.parent) and meta.parent.match(name_glob)
+                ]
+        if not hits:
+            raise FileNotFoundError(
+                f"--routers {pat!r}: no router checkpoint (dir with router.pt + metadata.json)"
+            )
+        found += hits
+    return sorted({p.resolve() for p in found})
+
+
+def _checkpoint_sha(path: Path) -> str:
+    """sha256 of the checkpoint file (zip) or of its weights file (dir)."""
+    from common.provenance import sha256_file
+    from policies.router import WEIGHTS_FILE
+
+    return sha256_file(path / WEIGHTS_FILE if path.is_dir() else path)
+
+
+def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Load routers and group them by λ; returns (systems, checkpoint records, their configs).
+
+    Raises:
+        ValueError: If two checkpoints share both λ and seed (narrow with ``--checkpoint-glob``).
+    """
+    from policies.router import Router
+
+    groups: dict[str, SystemSpec] = {}
+    ckpts: list[dict[str, Any]] = []
+    configs: list[dict[str, Any]] = []
+    seen: dict[tuple[str, Any], Path] = {}
+    for path in paths:
+        router = Router.load(path)
+        meta = dict(router.metadata)
+        cfg = dict(meta.get("config") or {})
+        lam = meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
+        seed = meta.get("seed", cfg.get("seed"))
+        name = f"router λ={float(lam):g}" if lam is not None else f"router {path.name}"
+        key = (name, seed)
+        if key in seen:
+            raise ValueError(
+                f"checkpoints {seen[key]} and {path} both have {name} and seed {seed}; "
+                "pick one per run with --checkpoint-glob (e.g. 'best')"
+            )
+        seen[key] = path
+        sha = _checkpoint_sha(path)
+        run = RunSpec(
+            run_id=f"router-{sha[:16]}",
+            decide_for=lambda _item, r=router: r.decide,
+            cost_lambda=float(lam) if lam is not None else None,
+            seed=int(seed) if isinstance(seed, int) else None,
+            check=router.check_components,
+        )
+        spec = groups.setdefault(
+            name, SystemSpec(name, "router", [], {"cost_lambda": lam, "checkpoints": []})
+        )
+        spec.runs.append(run)
+        spec.params["checkpoints"].append(str(path))
+        ckpts.append(
+            {
+                "path": str(path),
+                "sha256": sha,
+                "weights_sha256": meta.get("weights_sha256"),
+                "cost_lambda": lam,
+                "seed": seed,
+                "system": name,
+                "run_id": run.run_id,
+            }
+        )
+        configs.append(cfg)
+    return list(groups.values()), ckpts, configs
+
+
+def _split_baselines(spec: str) -> list[str]:
+    """Split the --baselines list; ``fixed:`` tuples contain commas, so they are ';'-separated."""
+    out: list[str] = []
+    for part in spec.split(";"):
+        part = part.strip()
+        if part.lower().startswith("fixed:"):
+            out.append(part)
+        else:
+            out += [p.strip() for p in part.split(",") if p.strip()]
+    return out
+
+
+def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSpec]:
+    """Baseline systems from ``--baselines`` (``val_search`` runs the best-fixed search when asked)."""
+    from policies.baselines import get_baseline
+
+    systems: list[SystemSpec] = []
+    for name in _split_baselines(args.baselines):
+        low = name.lower()
+        if low == "random":
+            seeds = [int(s) for s in str(args.random_seeds).split(",") if s.strip()]
+            systems.append(SystemSpec("random", "baseline", [random_run(s) for s in seeds], {"seeds": seeds}))
+        elif low == "best-fixed":
+            result = val_search()
+            systems.append(
+                SystemSpec(
+                    f"best-fixed ({tiers_label(result.best)})",
+                    "baseline",
+                    [fixed_run(result.best)],
+                    {"tiers": tiers_label(result.best), "search": result.to_dict()},
+                )
+            )
+        else:
+            policy = get_baseline(name)  # validates the name
+            tiers = getattr(policy, "tiers", None)
+            if tiers is None:
+                raise ValueError(f"baseline {name!r} is not a fixed-tier policy")
+            label = str(getattr(policy, "name", low))
+            systems.append(
+                SystemSpec(label, "baseline", [fixed_run(tuple(tiers))], {"tiers": tiers_label(tiers)})
+            )
+    return systems

@@ -1,0 +1,367 @@
+"""From system summaries to the frontier analysis, the verdict, and the table/CSV/JSON outputs.
+
+:func:`analyse` turns the per-system summaries (see :mod:`benchmarks.aggregate`) into a
+:class:`FrontierReport`: paired comparisons against the reference (all-HIGH), the Pareto
+frontiers, the frontier scores (AUC, APGR) of the routers and of the baselines, the target
+check and the dominance verdict, with the two answers users ask for written out in plain
+words (:func:`verdict_lines`). Every number in the verdict is computed here from the
+summaries; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.aggregate import METRICS, SystemSummary, compare_to
+from benchmarks.frontier import (
+    Dominance,
+    FrontierScore,
+    Point,
+    TargetResult,
+    dominance,
+    frontier_score,
+    pareto_frontier,
+    reference_pair,
+    target_check,
+)
+from common.atomic import atomic_write_json, atomic_write_text
+from modules.tier import MODULE_ORDER
+
+
+@dataclass
+class FrontierReport:
+    """Everything the frontier command reports.
+
+    Attributes:
+        summaries: Per-system summaries (routers sorted by λ, then baselines by cost).
+        quality: Quality metric on the y axis (``"f1"``, ``"em"`` or ``"judge"``).
+        cost: Cost metric on the x axis (``"module_cost"`` or ``"total_cost"``).
+        reference: Name of the reference system (all-HIGH), or None if absent.
+        quality_frac: Target share of the reference quality.
+        cost_frac: Allowed share of the reference cost.
+        router_frontier: Names on the routers' Pareto frontier (cost ascending).
+        baseline_frontier: Names on the baselines' Pareto frontier.
+        scores: ``{"routers"|"baselines"|"all": FrontierScore}``.
+        targets: Target check of every router.
+        dominance: Router-vs-baseline dominance, or None without routers.
+    """
+
+    summaries: list[SystemSummary]
+    quality: str
+    cost: str
+    reference: str | None
+    quality_frac: float
+    cost_frac: float
+    router_frontier: list[str] = field(default_factory=list)
+    baseline_frontier: list[str] = field(default_factory=list)
+    scores: dict[str, FrontierScore] = field(default_factory=dict)
+    targets: list[TargetResult] = field(default_factory=list)
+    dominance: Dominance | None = None
+
+    def points(self, kind: str | None = None) -> list[Point]:
+        """Cost-quality points of the systems (optionally only ``"router"`` or ``"baseline"``)."""
+        return [
+            Point(s.name, s.metrics[self.cost].mean, s.metrics[self.quality].mean, s.kind)
+            for s in self.summaries
+            if kind is None or s.kind == kind
+        ]
+
+
+def _lambda(s: SystemSummary) -> float:
+    lam = s.params.get("cost_lambda")
+    return float(lam) if isinstance(lam, (int, float)) else math.inf
+
+
+def analyse(
+    summaries: list[SystemSummary],
+    *,
+    quality: str = "f1",
+    cost: str = "module_cost",
+    reference: str = "all-high",
+    quality_frac: float = 0.95,
+    cost_frac: float = 0.5,
+) -> FrontierReport:
+    """Compute comparisons, frontiers, scores, target checks and dominance.
+
+    Args:
+        summaries: One summary per system; all on the same questions.
+        quality: Quality metric for the frontier.
+        cost: Cost metric for the frontier.
+        reference: Reference system for ratios and the target (normally ``"all-high"``).
+        quality_frac: Target share of reference quality.
+        cost_frac: Allowed share of reference cost.
+
+    Returns:
+        The :class:`FrontierReport` (summaries are updated in place with ``vs_reference``).
+
+    Raises:
+        ValueError: For an unknown metric or systems evaluated on different question counts.
+    """
+    for m in (quality, cost):
+        if m not in METRICS:
+            raise ValueError(f"unknown metric {m!r}; choose from {METRICS}")
+    routers = sorted((s for s in summaries if s.kind == "router"), key=lambda s: (_lambda(s), s.name))
+    baselines = sorted(
+        (s for s in summaries if s.kind != "router"), key=lambda s: (s.metrics[cost].mean, s.name)
+    )
+    ref = next((s for s in summaries if s.name == reference), None)
+    report = FrontierReport(
+        summaries=[*routers, *baselines],
+        quality=quality,
+        cost=cost,
+        reference=ref.name if ref else None,
+        quality_frac=quality_frac,
+        cost_frac=cost_frac,
+    )
+    if ref is not None:
+        for s in report.summaries:
+            compare_to(s, ref)
+    # Judge scores can be absent (no judge ran): such systems cannot be placed on the plane.
+    usable = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
+    r_pts = [p for p in usable if p.kind == "router"]
+    b_pts = [p for p in usable if p.kind != "router"]
+    report.router_frontier = [p.name for p in pareto_frontier(r_pts)]
+    report.baseline_frontier = [p.name for p in pareto_frontier(b_pts)]
+    if len(b_pts) >= 2:
+        low, high = reference_pair(b_pts)
+        if high.cost > low.cost:
+            report.scores = {
+                "routers": frontier_score(r_pts, low, high),
+                "baselines": frontier_score(b_pts, low, high),
+                "all": frontier_score(usable, low, high),
+            }
+    if ref is not None:
+        for s in routers:
+            q_ratio = s.vs_reference.get(f"{quality}_ratio")
+            c_ratio = s.vs_reference.get(f"{cost}_ratio")
+            if q_ratio is not None and c_ratio is not None:
+                report.targets.append(target_check(s.name, q_ratio, c_ratio, quality_frac, cost_frac))
+    if r_pts and b_pts:
+        report.dominance = dominance(r_pts, b_pts)
+    return report
+
+
+def _pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _target_phrase(t: TargetResult) -> str:
+    q, c = t.quality_ratio, t.cost_ratio
+    return (
+        f"{t.name}: {_pct(q.mean)} of reference quality [CI {_pct(q.lo)}-{_pct(q.hi)}] "
+        f"at {_pct(c.mean)} of its cost [CI {_pct(c.lo)}-{_pct(c.hi)}]"
+    )
+
+
+def verdict_lines(report: FrontierReport) -> list[str]:
+    """The two plain answers (target and dominance), computed from the report's numbers."""
+    q, c = report.quality, report.cost
+    ref = report.reference or "all-high"
+    lines = [
+        f"Q1. Does a router reach >= {_pct(report.quality_frac)} of {ref} {q} at <= "
+        f"{_pct(report.cost_frac)} of {ref} {c}?"
+    ]
+    if report.reference is None:
+        lines.append(f"    CANNOT TELL: the reference system {ref!r} was not evaluated.")
+    elif not report.targets:
+        lines.append("    CANNOT TELL: no router was evaluated.")
+    else:
+        passed = [t for t in report.targets if t.passed]
+        if passed:
+            robust = [t.name for t in passed if t.robust]
+            lines.append(f"    YES: {', '.join(t.name for t in passed)}.")
+            lines += [f"      {_target_phrase(t)}" for t in passed]
+            lines.append(
+                "      The bootstrap intervals clear both thresholds for: " + ", ".join(robust)
+                if robust
+                else "      But no router clears both thresholds with its whole 95% interval "
+                "(the pass is within noise)."
+            )
+        else:
+            lines.append("    NO: no router meets both thresholds.")
+            cheap = [t for t in report.targets if t.cost_ratio.mean <= report.cost_frac]
+            good = [t for t in report.targets if t.quality_ratio.mean >= report.quality_frac]
+            if cheap:
+                best = max(cheap, key=lambda t: t.quality_ratio.mean)
+                lines.append(f"      best within the cost budget: {_target_phrase(best)}")
+            if good:
+                best = min(good, key=lambda t: t.cost_ratio.mean)
+                lines.append(f"      cheapest at the quality target: {_target_phrase(best)}")
+    lines.append("Q2. Does the router frontier dominate the fixed-tier baselines?")
+    dom = report.dominance
+    if dom is None:
+        lines.append("    CANNOT TELL: need at least one router and one baseline with finite numbers.")
+    else:
+        word = {"yes": "YES", "partly": "PARTLY", "no": "NO"}[dom.verdict]
+        n_dom = sum(v is not None for v in dom.dominated_by.values())
+        lines.append(f"    {word}: routers dominate {n_dom} of {len(dom.dominated_by)} baselines.")
+        for b, r in dom.dominated_by.items():
+            lines.append(f"      {b}: " + (f"dominated by {r}" if r else "not dominated by any router"))
+    if "routers" in report.scores and report.dominance is not None:
+        sr, sb = report.scores["routers"], report.scores["baselines"]
+        lines.append(
+            f"    Frontier score over [{sr.low}, {sr.high}] cost range: APGR routers {sr.apgr:.3f} vs "
+            f"baselines {sb.apgr:.3f} (the {sr.low}-{sr.high} straight line = 0.500); "
+            f"normalised AUC routers {sr.auc:.3f} vs baselines {sb.auc:.3f}."
+        )
+    return lines
+
+
+# ------------------------------------------------------------------------------------------
+# Outputs
+# ------------------------------------------------------------------------------------------
+
+
+def _fmt(x: float, digits: int = 3) -> str:
+    return "-" if not math.isfinite(x) else f"{x:.{digits}g}" if abs(x) >= 1000 else f"{x:.{digits}f}"
+
+
+def _ci(s: SystemSummary, m: str, digits: int = 3) -> str:
+    e = s.metrics[m]
+    if not math.isfinite(e.mean):
+        return "-"
+    return f"{_fmt(e.mean, digits)} [{_fmt(e.lo, digits)},{_fmt(e.hi, digits)}]"
+
+
+def format_table(report: FrontierReport) -> str:
+    """A fixed-width table of every system's main numbers (means with 95% intervals)."""
+    headers = [
+        "system",
+        "seeds",
+        "F1 [CI]",
+        "EM",
+        "judge",
+        "module cost [CI]",
+        "total cost",
+        "latency s",
+        "fails",
+        f"{report.quality} % ref",
+        f"{report.cost} % ref",
+        "HIGH share",
+    ]
+    rows = []
+    for s in report.summaries:
+        high_share = sum(s.tier_ratios[m]["HIGH"] for m in MODULE_ORDER) / len(MODULE_ORDER)
+        qr = s.vs_reference.get(f"{report.quality}_ratio")
+        cr = s.vs_reference.get(f"{report.cost}_ratio")
+        rows.append(
+            [
+                s.name + (" *" if s.name in report.router_frontier + report.baseline_frontier else ""),
+                str(s.n_seeds),
+                _ci(s, "f1"),
+                _fmt(s.metrics["em"].mean),
+                _fmt(s.metrics["judge"].mean),
+                _ci(s, "module_cost", 4),
+                _fmt(s.metrics["total_cost"].mean, 4),
+                _fmt(s.metrics["latency_s"].mean, 2),
+                f"{s.failures_total:g}",
+                _pct(qr.mean) if qr else "-",
+                _pct(cr.mean) if cr else "-",
+                _pct(high_share),
+            ]
+        )
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    fmt_row = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))  # noqa: E731
+    lines = [fmt_row(headers), "  ".join("-" * w for w in widths), *map(fmt_row, rows)]
+    n = report.summaries[0].n_questions if report.summaries else 0
+    lines.append(f"({n} questions; 95% bootstrap intervals; * = on its family's Pareto frontier)")
+    return "\n".join(lines)
+
+
+def csv_rows(report: FrontierReport) -> list[dict[str, Any]]:
+    """One flat row per system (means, interval bounds, ratios, tier shares, categories)."""
+    cats = sorted({c for s in report.summaries for c in s.per_category})
+    rows = []
+    for s in report.summaries:
+        row: dict[str, Any] = {
+            "system": s.name,
+            "kind": s.kind,
+            "cost_lambda": s.params.get("cost_lambda", ""),
+            "n_seeds": s.n_seeds,
+            "n_questions": s.n_questions,
+            "failures_total": s.failures_total,
+            "on_frontier": s.name in report.router_frontier + report.baseline_frontier,
+        }
+        for m in METRICS:
+            e = s.metrics[m]
+            row.update({f"{m}": e.mean, f"{m}_lo": e.lo, f"{m}_hi": e.hi})
+        for k, e in sorted(s.vs_reference.items()):
+            row.update({f"{k}": e.mean, f"{k}_lo": e.lo, f"{k}_hi": e.hi})
+        for mod in MODULE_ORDER:
+            for tier, share in s.tier_ratios[mod].items():
+                row[f"tier_{mod}_{tier}"] = share
+        for c in cats:
+            for m in ("f1", "judge"):
+                e = s.per_category.get(c, {}).get(m)
+                row[f"{m}_cat_{c}"] = e.mean if e else ""
+        rows.append(row)
+    return rows
+
+
+def write_csv(report: FrontierReport, path: str | Path) -> Path:
+    """Write :func:`csv_rows` atomically."""
+    rows = csv_rows(report)
+    buf = io.StringIO()
+    fields = list(rows[0]) if rows else ["system"]
+    writer = csv.DictWriter(buf, fieldnames=fields)
+    writer.writeheader()
+    # NaN means "no value" (e.g. no judge ran): an empty cell, which spreadsheets and pandas read as missing.
+    writer.writerows(
+        [{k: "" if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows]
+    )
+    return atomic_write_text(path, buf.getvalue())
+
+
+def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole report as JSON-friendly data, with the run metadata attached."""
+    dom = report.dominance
+    return {
+        "metadata": metadata or {},
+        "quality_metric": report.quality,
+        "cost_metric": report.cost,
+        "reference": report.reference,
+        "target": {"quality_frac": report.quality_frac, "cost_frac": report.cost_frac},
+        "systems": [s.to_dict() for s in report.summaries],
+        "router_frontier": report.router_frontier,
+        "baseline_frontier": report.baseline_frontier,
+        "scores": {k: vars(v) for k, v in report.scores.items()},
+        "targets": [
+            {
+                "name": t.name,
+                "quality_ratio": t.quality_ratio.to_dict(),
+                "cost_ratio": t.cost_ratio.to_dict(),
+                "passed": t.passed,
+                "robust": t.robust,
+            }
+            for t in report.targets
+        ],
+        "dominance": None
+        if dom is None
+        else {
+            "verdict": dom.verdict,
+            "dominated_by": dom.dominated_by,
+            "undominated_routers": dom.undominated_routers,
+        },
+        "verdict": verdict_lines(report),
+    }
+
+
+def json_safe(obj: Any) -> Any:
+    """Replace non-finite floats (NaN = "no value", e.g. no judge) by None, recursively: strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def write_json(report: FrontierReport, path: str | Path, metadata: dict[str, Any] | None = None) -> Path:
+    """Write :func:`report_dict` atomically (strict JSON: NaN becomes null)."""
+    return atomic_write_json(path, json_safe(report_dict(report, metadata)))

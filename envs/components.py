@@ -1,0 +1,376 @@
+"""Build everything an episode needs from one plain nested-dict config.
+
+``make_components(cfg)`` returns :class:`EnvComponents`: the sentence encoder, the LLMs (each
+a ``modules.cache.CachedLLM`` over ``modules.backends.get_backend``, all sharing one
+``CallCache`` file), the tiered pipeline (``modules.pipeline.build_pipeline``), the answer
+generator, an optional LLM judge, the cost model and the observation builder. Training
+(``train.py``, via Hydra, which passes its config as a dict) and ``evaluate.py`` build their
+environments through this one function, so both see the same components.
+
+Config schema (every section optional unless marked; unknown keys inside the ``cost``,
+``reward``, ``question_bank``, ``judge``, ``answer`` and ``cache`` sections are errors, other
+top-level sections such as ``ppo`` are ignored here)::
+
+    benchmark:
+      name: locomo              # required: locomo | longmemeval | longmemeval_oracle | hotpotqa
+      options: {}               # loader options, e.g. {include_adversarial: false}
+    strategy:
+      name: implementation      # required: the tiering strategy registered in modules.pipeline
+      options: {}               # extra build_pipeline(**options)
+    encoder: minilm             # or {name: minilm}; "hashing" for unit tests
+    backend:                    # required: the default LLM (all roles use it unless overridden)
+      name: llamacpp            # llamacpp | transformers | vllm | openai | fake
+      model: smollm2-135m       # every other key is passed to the backend's constructor
+      n_threads: 2
+    llms:                       # optional per-role overrides merged onto `backend`; roles per
+      high: {model: qwen2.5-1.5b}   # strategy: implementation {high}, reasoning {default},
+                                    # capacity {low, mid, high} (STRATEGY_LLM_ROLES)
+    answer:
+      backend: {}               # overrides merged onto `backend` for the answer LLM
+    judge:
+      enabled: false
+      backend: {}               # overrides merged onto `backend` for the judge LLM
+    memory:                     # benchmarks.memory_builder.MemoryBuildConfig fields ({} = defaults)
+      mode: full                # full | no_ce | no_gate | lru | oracle_unbounded
+      l1_fraction: 0.1          # capacities as fractions of each history's chunk count
+      chunking: {max_tokens: 128, granularity: packed}
+    question_bank: {k: 5, limit: null, max_samples: null, seed: 0, cache_dir: null}
+    cost:
+      unit: gflops              # gflops | usd (modules.pricing.CostModel)
+      lambda: 0.0               # λ, the cost weight of the reward
+      window: 2000              # cost normaliser window
+      include_answer_cost: false
+      alpha: {mode: frozen, warmup: 256, window: 2000}   # see envs.reward
+    reward: {task_metric: f1}   # f1 | em | judge
+    cache: {path: .cache/llm_calls.sqlite}   # path: null disables the call cache
+    data_dir: null              # benchmark data dir (default $BUDGET_ROUTER_DATA or ../shared/data)
+
+Identical backend settings are built once: if the answer LLM and the HIGH-tier LLM are the
+same model, one llama.cpp instance (and its prompt cache) serves both.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envs.observation import ObservationBuilder, ObservationSpec
+
+#: Benchmarks the env can run (the registry in benchmarks.registry may know more loaders).
+BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa")
+
+#: Keys allowed in the strictly checked sections.
+_SECTION_KEYS: dict[str, set[str]] = {
+    "cost": {"unit", "lambda", "window", "low_pct", "high_pct", "include_answer_cost", "alpha"},
+    "reward": {"task_metric"},
+    "question_bank": {"k", "limit", "max_samples", "seed", "cache_dir", "split"},
+    "judge": {"enabled", "backend"},
+    "answer": {"backend"},
+    "cache": {"path"},
+}
+
+#: Default call-cache location (project-relative, git-ignored).
+DEFAULT_CACHE_PATH = ".cache/llm_calls.sqlite"
+
+#: The LLM roles each tiering strategy reads from ``llms`` (see modules/strategies/*): the
+#: implementation strategy's HIGH tiers, the reasoning strategy's one model, one model per
+#: tier for the capacity strategy. A strategy not listed gets one LLM under ``"default"``.
+STRATEGY_LLM_ROLES: dict[str, tuple[str, ...]] = {
+    "implementation": ("high",),
+    "reasoning": ("default",),
+    "capacity": ("low", "mid", "high"),
+}
+
+
+class ConfigError(ValueError):
+    """The env config is invalid; the message names the field and the bad value."""
+
+
+@dataclass
+class EnvComponents:
+    """Everything an :class:`envs.episode.Episode` uses.
+
+    Attributes:
+        encoder: Sentence encoder (queries, module inputs, memory).
+        pipeline: The tiered module pipeline (``begin(query, evidence, question_date)``).
+        answerer: Answer generator (``answer(question, memory_text) -> (text, Cost)``).
+        judge: LLM judge (``judge(question, prediction)``), or None.
+        cost_model: Prices calls in the configured unit.
+        cache: The shared call cache, or None.
+        obs_builder: Builds observations.
+        benchmark: Benchmark name.
+        cost_lambda: λ (also an observation feature).
+        include_answer_cost: Whether the reward's cost includes the answer generation.
+        task_metric: Reward's task metric.
+        scorer: ``(question, prediction, benchmark) -> {"f1", "em"}``; None = benchmarks.metrics.score_answer.
+        llms: The CachedLLMs by role (``answer``, ``judge`` and the strategy's roles).
+        config: The config these were built from (for provenance).
+    """
+
+    encoder: Any
+    pipeline: Any
+    answerer: Any
+    judge: Any | None
+    cost_model: Any
+    cache: Any | None
+    obs_builder: ObservationBuilder
+    benchmark: str
+    cost_lambda: float = 0.0
+    include_answer_cost: bool = False
+    task_metric: str = "f1"
+    scorer: Callable[[Any, str, str], dict[str, float]] | None = None
+    llms: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Release backends and the cache connection."""
+        seen: set[int] = set()
+        for llm in self.llms.values():
+            backend = getattr(llm, "backend", None)
+            if backend is not None and id(backend) not in seen:
+                seen.add(id(backend))
+                backend.close()
+        if self.cache is not None:
+            self.cache.close()
+
+
+def section(cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """Return config section ``name`` as a dict ({} if absent), checking its keys where strict.
+
+    Raises:
+        ConfigError: If the section is not a mapping or has unknown keys.
+    """
+    raw = cfg.get(name)
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"config section {name!r} must be a mapping, got {type(raw).__name__}: {raw!r}")
+    out = dict(raw)
+    allowed = _SECTION_KEYS.get(name)
+    if allowed is not None:
+        unknown = sorted(set(out) - allowed)
+        if unknown:
+            raise ConfigError(f"config section {name!r}: unknown keys {unknown}; allowed: {sorted(allowed)}")
+    return out
+
+
+def _named(cfg: Mapping[str, Any], name: str, choices: tuple[str, ...] | None = None) -> tuple[str, dict[str, Any]]:
+    raw = cfg.get(name)
+    if raw is None:
+        raise ConfigError(f"config is missing the required section {name!r} (with a 'name' key)")
+    if isinstance(raw, str):
+        return raw, {}
+    if not isinstance(raw, Mapping) or "name" not in raw:
+        raise ConfigError(f"config section {name!r} must be a string or a mapping with 'name', got {raw!r}")
+    value = str(raw["name"])
+    if choices is not None and value not in choices:
+        raise ConfigError(f"config {name}.name={value!r} is unknown; choose one of {list(choices)}")
+    return value, {k: v for k, v in raw.items() if k != "name"}
+
+
+def encoder_name(cfg: Mapping[str, Any]) -> str:
+    """The encoder name of a config (default ``"minilm"``)."""
+    raw = cfg.get("encoder", "minilm")
+    if isinstance(raw, Mapping):
+        raw = raw.get("name", "minilm")
+    return str(raw)
+
+
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    out.update(copy.deepcopy(dict(override or {})))
+    return out
+
+
+class _BackendPool:
+    """Build each distinct backend config once and wrap it in a CachedLLM."""
+
+    def __init__(self, cache: Any | None) -> None:
+        self.cache = cache
+        self._built: dict[str, Any] = {}
+
+    def get(self, spec: Mapping[str, Any], where: str) -> Any:
+        from modules.backends import BACKENDS, get_backend
+        from modules.cache import CachedLLM
+
+        spec = dict(spec)
+        name = spec.pop("name", None)
+        if name is None:
+            raise ConfigError(f"config {where}: missing backend 'name' (one of {sorted(BACKENDS)})")
+        if name not in BACKENDS:
+            raise ConfigError(f"config {where}.name={name!r} is unknown; choose one of {sorted(BACKENDS)}")
+        key = json.dumps({"name": name, **spec}, sort_keys=True, default=str)
+        if key not in self._built:
+            try:
+                backend = get_backend(name, **spec)
+            except TypeError as exc:
+                raise ConfigError(f"config {where}: bad options for backend {name!r}: {exc}") from exc
+            self._built[key] = CachedLLM(backend, self.cache)
+        return self._built[key]
+
+
+def _strategy_names() -> tuple[str, ...]:
+    from modules.strategies import STRATEGIES
+
+    return tuple(sorted(STRATEGIES))
+
+
+def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
+    """Build the env components from a nested dict config (schema in the module docstring).
+
+    Args:
+        cfg: The config (e.g. ``OmegaConf.to_container(hydra_cfg, resolve=True)``).
+
+    Returns:
+        The components; call ``.close()`` when done to release model servers.
+
+    Raises:
+        ConfigError: On a missing section or an unknown benchmark, strategy, backend, unit or metric.
+    """
+    from memory.encoder import get_encoder
+    from modules.pricing import CostModel
+
+    bench, _ = _named(cfg, "benchmark", BENCHMARK_NAMES)
+    strategy, strategy_extra = _named(cfg, "strategy")
+    known_strategies = _strategy_names()
+    if strategy not in known_strategies:
+        raise ConfigError(f"config strategy.name={strategy!r} is unknown; choose one of {list(known_strategies)}")
+    strategy_opts = dict(strategy_extra.get("options") or {})
+    backend_base = section(cfg, "backend")
+    if not backend_base:
+        raise ConfigError("config is missing the required section 'backend' (e.g. {name: llamacpp, model: ...})")
+    cost_cfg = section(cfg, "cost")
+    reward_cfg = section(cfg, "reward")
+    judge_cfg = section(cfg, "judge")
+    answer_cfg = section(cfg, "answer")
+    cache_cfg = section(cfg, "cache")
+    llm_overrides = section(cfg, "llms")
+    task_metric = str(reward_cfg.get("task_metric", "f1"))
+    from envs.episode import TASK_METRICS
+
+    if task_metric not in TASK_METRICS:
+        raise ConfigError(f"config reward.task_metric={task_metric!r} is unknown; choose one of {list(TASK_METRICS)}")
+    judge_on = bool(judge_cfg.get("enabled", False))
+    if task_metric == "judge" and not judge_on:
+        raise ConfigError("config reward.task_metric='judge' needs judge.enabled: true")
+    unit = str(cost_cfg.get("unit", "gflops"))
+    try:
+        cost_model = CostModel(unit=unit)
+    except ValueError as exc:
+        raise ConfigError(f"config cost.unit: {exc}") from exc
+    lam = float(cost_cfg.get("lambda", 0.0))
+    if lam < 0:
+        raise ConfigError(f"config cost.lambda must be >= 0, got {lam}")
+
+    try:
+        encoder = get_encoder(encoder_name(cfg))
+    except KeyError as exc:
+        raise ConfigError(f"config encoder: {exc.args[0]}") from exc
+
+    cache = None
+    cache_path = cache_cfg.get("path", DEFAULT_CACHE_PATH) if "path" in cache_cfg else DEFAULT_CACHE_PATH
+    if cache_path is not None:
+        from common.datadir import PROJECT_ROOT
+        from modules.cache import CallCache
+
+        p = Path(str(cache_path)).expanduser()
+        cache = CallCache(p if p.is_absolute() or str(p) == ":memory:" else PROJECT_ROOT / p)
+
+    pool = _BackendPool(cache)
+    llms: dict[str, Any] = {}
+    for role in STRATEGY_LLM_ROLES.get(strategy, ("default",)):
+        llms[role] = pool.get(_merge(backend_base, llm_overrides.get(role)), f"llms.{role}")
+    answer_llm = pool.get(_merge(backend_base, answer_cfg.get("backend")), "answer.backend")
+    judge = None
+    from benchmarks.answer import AnswerGenerator
+
+    answerer = AnswerGenerator(answer_llm, bench)
+    if judge_on:
+        from benchmarks.judge import Judge
+
+        judge_llm = pool.get(_merge(backend_base, judge_cfg.get("backend")), "judge.backend")
+        judge = Judge(judge_llm)
+        llms_all = {**llms, "answer": answer_llm, "judge": judge_llm}
+    else:
+        llms_all = {**llms, "answer": answer_llm}
+
+    from modules.pipeline import build_pipeline
+
+    try:
+        pipeline = build_pipeline(strategy, llms, cost_model, encoder, cache=cache, **strategy_opts)
+    except KeyError as exc:
+        raise ConfigError(f"config strategy.name={strategy!r}: {exc.args[0] if exc.args else exc}") from exc
+
+    spec = ObservationSpec(embed_dim=int(encoder.dim))
+    return EnvComponents(
+        encoder=encoder,
+        pipeline=pipeline,
+        answerer=answerer,
+        judge=judge,
+        cost_model=cost_model,
+        cache=cache,
+        obs_builder=ObservationBuilder(spec, encoder),
+        benchmark=bench,
+        cost_lambda=lam,
+        include_answer_cost=bool(cost_cfg.get("include_answer_cost", False)),
+        task_metric=task_metric,
+        llms=llms_all,
+        config=copy.deepcopy(dict(cfg)),
+    )
+
+
+def memory_config_from(cfg: Mapping[str, Any]) -> Any:
+    """Build a ``benchmarks.memory_builder.MemoryBuildConfig`` from the ``memory`` section.
+
+    The section holds MemoryBuildConfig fields (``mode``, ``l1_fraction``, ``l2_fraction``,
+    ``min_l1``, ``entity_patterns``, ``encode_batch_size``, ``gate_threshold``) and an optional
+    ``chunking`` sub-dict (``max_tokens``, ``granularity``). Capacities are fractions of each
+    history's chunk count, so one config fits LoCoMo and LongMemEval histories alike.
+
+    Returns:
+        The build config, or None when the section is empty (the builder's defaults).
+
+    Raises:
+        ConfigError: On a field MemoryBuildConfig/ChunkingConfig does not have or a bad value.
+    """
+    mem = section(cfg, "memory")
+    if not mem:
+        return None
+    from benchmarks.chunking import ChunkingConfig
+    from benchmarks.memory_builder import MemoryBuildConfig
+
+    try:
+        chunking = mem.pop("chunking", None)
+        if chunking is not None:
+            mem["chunking"] = ChunkingConfig(**dict(chunking))
+        return MemoryBuildConfig(**mem)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config section 'memory': {exc}") from exc
+
+
+def question_bank_from(
+    cfg: Mapping[str, Any], split: str, encoder: Any, *, progress: bool = True
+) -> list[Any]:
+    """Build (or load from cache) the question bank a config describes, for ``split``."""
+    from envs.question_bank import build_question_bank
+
+    bench, extra = _named(cfg, "benchmark", BENCHMARK_NAMES)
+    qb = section(cfg, "question_bank")
+    return build_question_bank(
+        bench,
+        split,
+        data_dir=cfg.get("data_dir"),
+        encoder=encoder,
+        memory_config=memory_config_from(cfg),
+        k=int(qb.get("k", 5)),
+        limit=qb.get("limit"),
+        seed=int(qb.get("seed", 0)),
+        max_samples=qb.get("max_samples"),
+        benchmark_opts=dict(extra.get("options") or {}),
+        cache_dir=qb.get("cache_dir"),
+        progress=progress,
+    )

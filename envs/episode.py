@@ -1,0 +1,241 @@
+"""One question, run step by step: the code shared by the training env and the evaluation loop.
+
+:class:`Episode` wraps one :class:`~modules.pipeline.PipelineRun`: it builds the observation
+for the module about to run, runs that module at the chosen tier, and at the end generates the
+answer, scores it (token F1 / EM, optionally the LLM judge) and returns an
+:class:`EpisodeRecord`. :class:`envs.router_env.MemoryRouterEnv` (training) and
+:func:`envs.rollout.run_episode` (validation, ``evaluate.py``) both drive this class, so
+training and evaluation measure exactly the same thing.
+
+Costs: ``module_cost`` is what the router's decisions cost (the five modules);
+``answer_cost`` is the final answer generation, which the router does not control but which
+still depends on the summary it produced. Whether the reward sees the answer cost is the
+``cost.include_answer_cost`` option (default off, as in the reference); records always carry
+both. ``latency_s`` is *metered* latency (the sum of the calls' recorded latencies, which a
+cache replay preserves), so it is deterministic under a warm cache; wall time is not recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from modules.cost import Cost
+from modules.tier import MODULE_ORDER, Tier
+
+if TYPE_CHECKING:
+    from envs.components import EnvComponents
+    from envs.question_bank import QuestionItem
+
+#: Task metrics the reward can use.
+TASK_METRICS = ("f1", "em", "judge")
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """Everything measured about one routed question.
+
+    Attributes:
+        question_id: The question's id.
+        category: Its category label (for per-category reports).
+        tiers: The tier chosen for each module, in ``MODULE_ORDER``.
+        module_costs: Metered cost of each module call, by module name.
+        module_cost: Sum of ``module_costs`` values (the router's cost).
+        answer_cost: Cost value of the answer generation.
+        total_cost: ``module_cost + answer_cost``.
+        f1: Token F1 of the prediction (benchmark's variant, e.g. ``f1_max`` for LoCoMo cat 1).
+        em: Exact match.
+        judge: LLM-judge score in [0, 1], or None when no judge ran.
+        judge_failed: The judge ran but its verdict could not be parsed (score then counts as 0).
+        failures: Failed or unparseable calls (modules and answer).
+        latency_s: Metered latency of all calls (modules and answer).
+        prediction: The generated answer.
+        gold: The gold answer.
+        cache_hits: LLM calls replayed from the cache (modules and answer).
+        calls: LLM calls made (modules and answer).
+        sample_id: The history the question belongs to.
+        benchmark: Benchmark name.
+        reward: The shaped reward, when the record comes from the training env (else None).
+    """
+
+    question_id: str
+    category: str
+    tiers: tuple[Tier, ...]
+    module_costs: dict[str, Cost]
+    module_cost: float
+    answer_cost: float
+    total_cost: float
+    f1: float
+    em: float
+    judge: float | None
+    judge_failed: bool
+    failures: int
+    latency_s: float
+    prediction: str
+    gold: str
+    cache_hits: int
+    calls: int
+    sample_id: str = ""
+    benchmark: str = ""
+    reward: float | None = field(default=None, compare=False)
+
+    @property
+    def cache_hit_rate(self) -> float:
+        """Fraction of LLM calls served from the cache (0 when no LLM call was made)."""
+        return self.cache_hits / self.calls if self.calls else 0.0
+
+    def task_score(self, metric: str) -> float:
+        """The task reward ``r_task`` under ``metric`` (``"f1"``, ``"em"`` or ``"judge"``).
+
+        A missing or failed judge verdict counts as 0, like the reference implementation.
+
+        Raises:
+            ValueError: For an unknown metric.
+        """
+        if metric == "f1":
+            return self.f1
+        if metric == "em":
+            return self.em
+        if metric == "judge":
+            return 0.0 if self.judge is None or self.judge_failed else float(self.judge)
+        raise ValueError(f"unknown task metric {metric!r}; choose one of {TASK_METRICS}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dict (tiers as names, costs as dicts)."""
+        return {
+            "question_id": self.question_id,
+            "category": self.category,
+            "sample_id": self.sample_id,
+            "benchmark": self.benchmark,
+            "tiers": [t.name for t in self.tiers],
+            "module_costs": {m: c.to_dict() for m, c in self.module_costs.items()},
+            "module_cost": self.module_cost,
+            "answer_cost": self.answer_cost,
+            "total_cost": self.total_cost,
+            "f1": self.f1,
+            "em": self.em,
+            "judge": self.judge,
+            "judge_failed": self.judge_failed,
+            "failures": self.failures,
+            "latency_s": self.latency_s,
+            "prediction": self.prediction,
+            "gold": self.gold,
+            "cache_hits": self.cache_hits,
+            "calls": self.calls,
+            "cache_hit_rate": self.cache_hit_rate,
+            "reward": self.reward,
+        }
+
+
+def _default_scorer(question: Any, prediction: str, benchmark: str) -> dict[str, float]:
+    from benchmarks.metrics import score_answer
+
+    return score_answer(question, prediction, benchmark)
+
+
+class Episode:
+    """Drive one question through the pipeline, one routed module at a time.
+
+    Args:
+        item: The question and its retrieved evidence.
+        components: Encoder, pipeline, answerer, judge, observation builder, ...
+    """
+
+    def __init__(self, item: QuestionItem, components: EnvComponents) -> None:
+        self.item = item
+        self.components = components
+        q = item.question
+        self.query_emb = components.obs_builder.embed(q.question)
+        self.run = components.pipeline.begin(q.question, list(item.evidence), question_date=q.question_date)
+        self.tiers: list[Tier] = []
+        self.module_costs: dict[str, Cost] = {}
+        self._cost_so_far = 0.0
+
+    @property
+    def done(self) -> bool:
+        """True once every module has run."""
+        return bool(self.run.done)
+
+    @property
+    def module(self) -> str:
+        """Name of the module about to run."""
+        return str(self.run.next_module)
+
+    def observation(self) -> np.ndarray:
+        """Observation for the module about to run (see :mod:`envs.observation`).
+
+        Raises:
+            RuntimeError: If the episode is already finished.
+        """
+        if self.done:
+            raise RuntimeError("Episode.observation() called after the last module ran")
+        builder = self.components.obs_builder
+        module = self.module
+        if module not in builder.index:
+            raise RuntimeError(f"pipeline asked for module {module!r}, not in the observation spec {MODULE_ORDER}")
+        idx = builder.index[module]
+        text = self.run.current_input_text()
+        scalars = builder.scalar_features(
+            idx, builder.spec.n_modules, text, self._cost_so_far, self.components.cost_lambda
+        )
+        return builder.build(idx, self.query_emb, text, scalars)
+
+    def step(self, tier: Tier) -> Any:
+        """Run the next module at ``tier`` and return its ``ModuleOutput``."""
+        if self.done:
+            raise RuntimeError("Episode.step() called after the last module ran")
+        out = self.run.step(Tier.parse(tier))
+        self.tiers.append(Tier(out.tier))
+        self.module_costs[str(out.module)] = out.cost
+        self._cost_so_far += float(out.cost.value)
+        return out
+
+    def finish(self, *, run_judge: bool) -> EpisodeRecord:
+        """Answer, score and summarise the finished episode.
+
+        Args:
+            run_judge: Ask the LLM judge (if the components have one).
+
+        Raises:
+            RuntimeError: If modules are still pending.
+        """
+        if not self.done:
+            raise RuntimeError(f"Episode.finish() called before all modules ran (next: {self.module!r})")
+        c = self.components
+        q = self.item.question
+        result = self.run.result()
+        prediction, answer_cost = c.answerer.answer(q, result.memory_text)
+        scorer: Callable[[Any, str, str], dict[str, float]] = c.scorer or _default_scorer
+        scores = scorer(q, prediction, self.item.benchmark)
+        judge_score: float | None = None
+        judge_failed = False
+        if run_judge and c.judge is not None:
+            verdict = c.judge.judge(q, prediction)
+            judge_failed = bool(verdict.failed)
+            judge_score = None if verdict.score is None else float(verdict.score)
+        module_total = sum(self.module_costs.values(), Cost())
+        both = module_total + answer_cost
+        return EpisodeRecord(
+            question_id=q.question_id,
+            category=str(q.category),
+            tiers=tuple(self.tiers),
+            module_costs=dict(self.module_costs),
+            module_cost=float(module_total.value),
+            answer_cost=float(answer_cost.value),
+            total_cost=float(both.value),
+            f1=float(scores["f1"]),
+            em=float(scores.get("em", 0.0)),
+            judge=judge_score,
+            judge_failed=judge_failed,
+            failures=int(both.failures),
+            latency_s=float(both.latency_s),
+            prediction=prediction,
+            gold=str(q.answer),
+            cache_hits=int(both.cache_hits),
+            calls=int(both.calls),
+            sample_id=self.item.sample_id,
+            benchmark=self.item.benchmark,
+        )

@@ -1,0 +1,64 @@
+"""Build a ready :class:`MemoryRouterEnv` from a config (used by ``gym.make`` and ``train.py``)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from envs.components import EnvComponents, make_components, question_bank_from, section
+from envs.question_bank import QuestionItem
+from envs.reward import RewardShaper
+from envs.router_env import MemoryRouterEnv
+
+
+def make_env(
+    config: Mapping[str, Any],
+    *,
+    split: str | None = None,
+    items: Sequence[QuestionItem] | None = None,
+    components: EnvComponents | None = None,
+    seed: int | None = None,
+) -> MemoryRouterEnv:
+    """Build components, question bank and reward shaper from ``config`` and wrap them in the env.
+
+    Args:
+        config: The env config (schema in :mod:`envs.components`).
+        split: Question bank split (default ``question_bank.split`` or ``"train"``).
+        items: A prebuilt bank (skips building one).
+        components: Prebuilt components (lets several envs share models and caches).
+        seed: Seed of the question order.
+
+    Returns:
+        The environment.
+    """
+    comps = components if components is not None else make_components(config)
+    if items is None:
+        qb = section(config, "question_bank")
+        items = question_bank_from(config, split or str(qb.get("split", "train")), comps.encoder)
+    shaper = RewardShaper.from_config(section(config, "cost"))
+    return MemoryRouterEnv(items, comps, shaper, task_metric=comps.task_metric, seed=seed)
+
+
+def make_registered_env(
+    benchmark: str,
+    config: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> MemoryRouterEnv:
+    """Entry point of the registered gym ids: ``config`` with its benchmark forced to ``benchmark``.
+
+    ``gym.make("BudgetRouter-LoCoMo-v0", config=cfg, split="val")`` ends up here.
+
+    Raises:
+        ValueError: If ``config`` names a different benchmark than the id.
+    """
+    cfg = copy.deepcopy(dict(config or {}))
+    raw = cfg.get("benchmark")
+    named = raw if isinstance(raw, str) else (raw or {}).get("name")
+    if named is not None and named != benchmark:
+        raise ValueError(f"gym id is for benchmark {benchmark!r} but config benchmark.name is {named!r}")
+    if isinstance(raw, Mapping):
+        cfg["benchmark"] = {**raw, "name": benchmark}
+    else:
+        cfg["benchmark"] = {"name": benchmark}
+    return make_env(cfg, **kwargs)

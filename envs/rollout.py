@@ -1,0 +1,115 @@
+"""The evaluation loop: run a policy over questions and collect :class:`EpisodeRecord` s.
+
+Validation callbacks during training and ``evaluate.py`` (fixed-tier baselines, trained
+routers, the cost/quality frontier) all call :func:`evaluate_policy`. It drives the same
+:class:`envs.episode.Episode` as the training env, but without reward shaping (no normaliser
+state to disturb) and with the LLM judge run whenever the components have one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from envs.episode import Episode, EpisodeRecord
+from modules.tier import MODULE_ORDER, Tier
+
+if TYPE_CHECKING:
+    from envs.components import EnvComponents
+    from envs.question_bank import QuestionItem
+
+#: ``decide(observation, module_name) -> Tier``: the interface of routers and baselines.
+DecideFn = Callable[[np.ndarray, str], Tier]
+
+__all__ = ["DecideFn", "EpisodeRecord", "evaluate_policy", "run_episode", "summarize_records"]
+
+
+def run_episode(item: QuestionItem, decide: DecideFn, components: EnvComponents) -> EpisodeRecord:
+    """Route one question with ``decide`` and return its record.
+
+    Args:
+        item: The question and its evidence.
+        decide: Called once per module with that module's observation and name.
+        components: From :func:`envs.components.make_components`.
+
+    Returns:
+        The episode record (judge filled in when ``components.judge`` is set).
+    """
+    ep = Episode(item, components)
+    while not ep.done:
+        module = ep.module
+        ep.step(Tier.parse(decide(ep.observation(), module)))
+    return ep.finish(run_judge=components.judge is not None)
+
+
+def evaluate_policy(
+    decide: DecideFn, items: Iterable[QuestionItem], components: EnvComponents, progress: bool = True
+) -> list[EpisodeRecord]:
+    """Run :func:`run_episode` over ``items`` in order.
+
+    Args:
+        decide: The policy (``Router.decide``, a baseline's ``decide``, ...).
+        items: Question bank items.
+        components: The env components.
+        progress: Show a tqdm progress bar.
+
+    Returns:
+        One record per item, in order.
+    """
+    from tqdm.auto import tqdm
+
+    items = list(items)
+    return [
+        run_episode(item, decide, components)
+        for item in tqdm(items, desc="evaluate", unit="q", disable=not progress)
+    ]
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def _summary(records: Sequence[EpisodeRecord]) -> dict[str, float]:
+    judged = [r.task_score("judge") for r in records if r.judge is not None or r.judge_failed]
+    calls = sum(r.calls for r in records)
+    out = {
+        "n": float(len(records)),
+        "f1": _mean([r.f1 for r in records]),
+        "em": _mean([r.em for r in records]),
+        "judge": _mean(judged) if judged else float("nan"),
+        "judge_failed": float(sum(r.judge_failed for r in records)),
+        "module_cost": _mean([r.module_cost for r in records]),
+        "answer_cost": _mean([r.answer_cost for r in records]),
+        "total_cost": _mean([r.total_cost for r in records]),
+        "latency_s": _mean([r.latency_s for r in records]),
+        "failures": float(sum(r.failures for r in records)),
+        "cache_hit_rate": sum(r.cache_hits for r in records) / calls if calls else 0.0,
+    }
+    for m_idx, module in enumerate(MODULE_ORDER):
+        tiers = [r.tiers[m_idx] for r in records if len(r.tiers) > m_idx]
+        for tier in Tier:
+            out[f"tier_ratio/{module}/{tier.name.lower()}"] = (
+                sum(t == tier for t in tiers) / len(tiers) if tiers else float("nan")
+            )
+    return out
+
+
+def summarize_records(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Means overall and per category, plus per-module tier ratios.
+
+    Returns:
+        ``{"overall": {...}, "per_category": {category: {...}}}`` where each inner dict has
+        ``n``, ``f1``, ``em``, ``judge`` (NaN when no judge ran), ``judge_failed``,
+        ``module_cost``, ``answer_cost``, ``total_cost``, ``latency_s``, ``failures``,
+        ``cache_hit_rate`` and ``tier_ratio/<module>/<low|mid|high>``.
+    """
+    by_cat: dict[str, list[EpisodeRecord]] = defaultdict(list)
+    for r in records:
+        by_cat[r.category].append(r)
+    return {
+        "overall": _summary(records),
+        "per_category": {cat: _summary(rs) for cat, rs in sorted(by_cat.items())},
+    }

@@ -1,0 +1,194 @@
+"""The Gymnasium environment: one question per episode, one routing decision per module.
+
+An episode takes the next question of the bank and runs the memory pipeline's five modules in
+``MODULE_ORDER`` (filter, entity, temporal, topic, summary). Before each module the agent sees
+an observation naming that module, the query embedding, an embedding of the module's current
+input and a few scalars (:mod:`envs.observation`), and picks a tier with a ``Discrete(3)``
+action (0 = LOW, 1 = MID, 2 = HIGH). Every step but the last has reward 0. After the summary
+the answer is generated and scored and the episode ends with
+``reward = r_task + λ·α·r_cost`` (:mod:`envs.reward`). The terminal observation is the zero
+vector (no module is being decided).
+
+Question order: a permutation of the bank drawn from the env's ``np_random``; when it is used
+up a new permutation is drawn (a new epoch). ``reset(seed=s)`` reseeds and restarts the order,
+so the same seed gives the same question sequence. ``reset(options={"index": i})`` runs bank
+item ``i`` without advancing the order (for targeted checks).
+
+``info`` on every step: ``module`` (the module just run), ``tier`` (its name), ``step_cost``.
+On the terminal step also: ``question_id``, ``category``, ``tiers`` ({module: tier name}),
+``cost`` ({"module", "answer", "total", "reward_cost", "per_module": {module: value}}), ``f1``,
+``em``, ``judge``, ``judge_failed``, ``cache_hit_rate``, ``reward_terms`` (see
+:meth:`envs.reward.RewardShaper.shape`) and ``record`` (the :class:`EpisodeRecord`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.episode import TASK_METRICS, Episode, EpisodeRecord
+from envs.reward import RewardShaper
+from modules.tier import Tier
+
+if TYPE_CHECKING:
+    from envs.components import EnvComponents
+    from envs.question_bank import QuestionItem
+
+
+class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
+    """Route one question's memory pipeline, module by module.
+
+    Args:
+        items: The question bank (non-empty).
+        components: Built by :func:`envs.components.make_components`.
+        reward_shaper: The reward shaper (owns the cost window and α history).
+        task_metric: ``"f1"`` (default), ``"em"`` or ``"judge"`` (needs ``components.judge``).
+        seed: Seed of the question order (None = nondeterministic until ``reset(seed=...)``).
+        include_answer_cost: Add the answer-generation cost to the cost the reward sees;
+            None uses ``components.include_answer_cost``.
+
+    Raises:
+        ValueError: On an empty bank, an unknown metric, or ``"judge"`` without a judge.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's documented class attribute
+
+    def __init__(
+        self,
+        items: Sequence[QuestionItem],
+        components: EnvComponents,
+        reward_shaper: RewardShaper,
+        task_metric: str = "f1",
+        seed: int | None = None,
+        *,
+        include_answer_cost: bool | None = None,
+    ) -> None:
+        super().__init__()
+        if not items:
+            raise ValueError("MemoryRouterEnv needs a non-empty question bank")
+        if task_metric not in TASK_METRICS:
+            raise ValueError(f"unknown task_metric {task_metric!r}; choose one of {TASK_METRICS}")
+        if task_metric == "judge" and components.judge is None:
+            raise ValueError("task_metric='judge' needs a judge: enable judge in the config (judge.enabled: true)")
+        self.items = list(items)
+        self.components = components
+        self.reward_shaper = reward_shaper
+        self.task_metric = task_metric
+        self.include_answer_cost = (
+            components.include_answer_cost if include_answer_cost is None else bool(include_answer_cost)
+        )
+        self.spec_obs = components.obs_builder.spec
+        self.observation_space = self.spec_obs.space()
+        self.action_space = gym.spaces.Discrete(len(Tier))
+        self._order: np.ndarray = np.arange(len(self.items))
+        self._cursor = 0
+        self._episode: Episode | None = None
+        self._item_index = -1
+        self.episodes_done = 0
+        self._reseed(seed)
+
+    # ------------------------------------------------------------------ question order
+    def _reseed(self, seed: int | None) -> None:
+        # gym.Env.reset(seed=...) owns the RNG; calling it here seeds np_random the standard way.
+        super().reset(seed=seed)
+        self._order = self.np_random.permutation(len(self.items))
+        self._cursor = 0
+
+    def _next_index(self) -> int:
+        if self._cursor >= len(self._order):
+            self._order = self.np_random.permutation(len(self.items))
+            self._cursor = 0
+        idx = int(self._order[self._cursor])
+        self._cursor += 1
+        return idx
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start the next question (``options={"index": i}`` picks bank item ``i``)."""
+        if seed is not None:
+            self._reseed(seed)
+        options = options or {}
+        if "index" in options:
+            idx = int(options["index"])
+            if not 0 <= idx < len(self.items):
+                raise ValueError(f"reset option index={idx} outside the bank [0, {len(self.items)})")
+        else:
+            idx = self._next_index()
+        self._item_index = idx
+        item = self.items[idx]
+        self._episode = Episode(item, self.components)
+        obs = self._episode.observation()
+        info = {
+            "question_id": item.question.question_id,
+            "category": str(item.question.category),
+            "module": self._episode.module,
+            "bank_index": idx,
+        }
+        return obs, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Run the current module at the tier ``action`` (0/1/2)."""
+        ep = self._episode
+        if ep is None or ep.done:
+            raise RuntimeError("MemoryRouterEnv.step() called without an active episode: call reset() first")
+        tier = self._parse_action(action)
+        out = ep.step(tier)
+        info: dict[str, Any] = {"module": str(out.module), "tier": Tier(out.tier).name, "step_cost": out.cost.value}
+        if not ep.done:
+            return ep.observation(), 0.0, False, False, info
+        record = ep.finish(run_judge=self.task_metric == "judge")
+        raw_cost = record.module_cost + (record.answer_cost if self.include_answer_cost else 0.0)
+        reward, terms = self.reward_shaper.shape(record.task_score(self.task_metric), raw_cost)
+        record = _with_reward(record, reward)
+        self.episodes_done += 1
+        info.update(terminal_info(record, terms, raw_cost))
+        self._episode = None
+        return self.components.obs_builder.terminal(), float(reward), True, False, info
+
+    def _parse_action(self, action: Any) -> Tier:
+        arr = np.asarray(action)
+        if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer) and not np.issubdtype(arr.dtype, np.floating):
+            raise ValueError(f"action must be one integer in {{0, 1, 2}}, got {action!r}")
+        value = arr.reshape(()).item()
+        if float(value) != int(value) or not self.action_space.contains(np.int64(int(value))):
+            raise ValueError(f"action must be one of 0 (LOW), 1 (MID), 2 (HIGH), got {action!r}")
+        return Tier(int(value))
+
+    @property
+    def current_item(self) -> QuestionItem | None:
+        """The bank item of the running (or last) episode."""
+        return self.items[self._item_index] if self._item_index >= 0 else None
+
+
+def _with_reward(record: EpisodeRecord, reward: float) -> EpisodeRecord:
+    from dataclasses import replace
+
+    return replace(record, reward=float(reward))
+
+
+def terminal_info(record: EpisodeRecord, terms: dict[str, float], raw_cost: float) -> dict[str, Any]:
+    """The terminal-step ``info`` entries (documented in the module docstring)."""
+    return {
+        "question_id": record.question_id,
+        "category": record.category,
+        "tiers": {m: t.name for m, t in zip(record.module_costs, record.tiers, strict=True)},
+        "cost": {
+            "module": record.module_cost,
+            "answer": record.answer_cost,
+            "total": record.total_cost,
+            "reward_cost": raw_cost,
+            "per_module": {m: c.value for m, c in record.module_costs.items()},
+        },
+        "f1": record.f1,
+        "em": record.em,
+        "judge": record.judge,
+        "judge_failed": record.judge_failed,
+        "cache_hit_rate": record.cache_hit_rate,
+        "reward_terms": dict(terms),
+        "record": record,
+    }

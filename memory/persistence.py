@@ -1,0 +1,188 @@
+"""Save and load a :class:`memory.TieredMemory` (both tiers, all metadata, counters).
+
+Layout of a saved directory::
+
+    manifest.json   format version, encoder name and dim, config, counters, file checksums
+    L1.hnsw L1.npz L1.json   hnswlib index, numeric columns, texts/entities/metadata
+    L2.hnsw L2.npz L2.json   (absent for the single-store oracle mode)
+
+Every file is written atomically (temporary sibling + rename); the manifest is written last
+and records each file's sha256, so a crash mid-save or a corrupted/mixed file is detected at
+load time with a clear :class:`MemoryLoadError` instead of a silently wrong memory.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import hnswlib
+import numpy as np
+
+from common.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
+from common.provenance import sha256_file
+from memory.config import MemoryConfig
+from memory.encoder import Encoder
+from memory.tier import HNSWTier, ItemBatch
+
+if TYPE_CHECKING:
+    from memory.rerank import Reranker
+    from memory.tiered import TieredMemory
+
+FORMAT = "htm-ear-memory"
+FORMAT_VERSION = 1
+
+
+class MemoryLoadError(ValueError):
+    """A saved memory is missing, corrupted, or incompatible with the given encoder."""
+
+
+def save_memory(mem: TieredMemory, directory: str | os.PathLike[str]) -> Path:
+    """Write ``mem`` to ``directory`` (created if needed); returns the manifest path."""
+    root = Path(directory)
+    root.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    tiers: dict[str, Any] = {}
+    for name, tier in mem.tiers.items():
+        items = tier.all_items()
+        index_path = atomic_write_with(
+            root / f"{name}.hnsw", lambda tmp, t=tier: t.index.save_index(str(tmp))
+        )
+        buf = io.BytesIO()
+        np.savez(
+            buf,
+            item_ids=items.item_ids,
+            embeddings=items.embeddings,
+            importance=items.importance,
+            usage=items.usage,
+            last_access=items.last_access,
+        )
+        npz_path = atomic_write_bytes(root / f"{name}.npz", buf.getvalue())
+        json_path = atomic_write_json(
+            root / f"{name}.json",
+            {
+                "texts": items.texts,
+                "entities": [sorted(e) for e in items.entities],
+                "metadata": items.metadata,
+            },
+            indent=None,
+        )
+        for p in (index_path, npz_path, json_path):
+            files[p.name] = sha256_file(p)
+        tiers[name] = {"capacity": tier.capacity, "count": len(items)}
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "encoder": mem.encoder.name,
+        "dim": mem.dim,
+        "config": mem.config.to_dict(),
+        "gate_threshold": mem.gate_threshold,
+        "next_id": mem.next_id,
+        "clock": mem.clock,
+        "stats": mem.stats,
+        "tiers": tiers,
+        "files": files,
+    }
+    return atomic_write_json(root / "manifest.json", manifest)
+
+
+def _fail(root: Path, msg: str) -> MemoryLoadError:
+    return MemoryLoadError(f"cannot load memory from {root}: {msg}")
+
+
+def load_memory(
+    directory: str | os.PathLike[str], encoder: Encoder, *, reranker: Reranker | None = None
+) -> TieredMemory:
+    """Load a memory written by :func:`save_memory`.
+
+    Raises:
+        MemoryLoadError: Missing/corrupted files, a checksum mismatch, or an encoder whose name or
+            dimension differs from the one the memory was built with.
+    """
+    from memory.tiered import TieredMemory
+
+    root = Path(directory)
+    man_path = root / "manifest.json"
+    if not man_path.is_file():
+        raise _fail(root, "manifest.json not found (was it saved with TieredMemory.save?)")
+    try:
+        man = json.loads(man_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise _fail(root, f"manifest.json is not valid JSON ({exc})") from exc
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        raise _fail(root, f"manifest.json is not an {FORMAT} manifest")
+    if man.get("format_version") != FORMAT_VERSION:
+        raise _fail(root, f"format_version {man.get('format_version')!r}, this code reads {FORMAT_VERSION}")
+    if man["encoder"] != encoder.name:
+        raise _fail(root, f"saved with encoder {man['encoder']!r} but loading with {encoder.name!r}")
+    if int(man["dim"]) != int(encoder.dim):
+        raise _fail(
+            root, f"saved embeddings have dim {man['dim']} but encoder {encoder.name!r} has dim {encoder.dim}"
+        )
+    for fname, digest in man["files"].items():
+        path = root / fname
+        if not path.is_file():
+            raise _fail(root, f"{fname} is missing")
+        if sha256_file(path) != digest:
+            raise _fail(root, f"{fname} is corrupted or from another save (sha256 mismatch)")
+    try:
+        config = MemoryConfig.from_dict(man["config"])
+    except (TypeError, ValueError) as exc:
+        raise _fail(root, f"bad config in manifest: {exc}") from exc
+    # Keep the gate threshold the memory was built with, even if calibrations changed since.
+    if config.gate_threshold is None and man.get("gate_threshold") is not None:
+        config = config.replace(gate_threshold=float(man["gate_threshold"]))
+    mem = TieredMemory(config, encoder, reranker=reranker)
+    for name, info in man["tiers"].items():
+        if name not in mem.tiers:
+            raise _fail(root, f"tier {name!r} does not exist in mode {config.mode!r}")
+        mem.tiers[name] = _load_tier(root, name, info, mem.tiers[name], int(man["dim"]))
+    mem.next_id = int(man["next_id"])
+    mem.clock = int(man["clock"])
+    mem.stats.update({k: int(v) for k, v in man["stats"].items()})
+    return mem
+
+
+def _load_tier(root: Path, name: str, info: dict[str, Any], fresh: HNSWTier, dim: int) -> HNSWTier:
+    try:
+        with np.load(root / f"{name}.npz") as z:
+            cols = {k: z[k] for k in ("item_ids", "embeddings", "importance", "usage", "last_access")}
+        side = json.loads((root / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError) as exc:
+        raise _fail(root, f"{name} metadata unreadable ({exc})") from exc
+    n = len(cols["item_ids"])
+    if n != info["count"] or any(len(side[k]) != n for k in ("texts", "entities", "metadata")):
+        raise _fail(root, f"{name} metadata columns disagree in length (expected {info['count']} items)")
+    if cols["embeddings"].shape != (n, dim):
+        raise _fail(
+            root, f"{name}.npz embeddings have shape {cols['embeddings'].shape}, expected ({n}, {dim})"
+        )
+    index = hnswlib.Index(space="ip", dim=dim)
+    try:
+        index.load_index(str(root / f"{name}.hnsw"), allow_replace_deleted=True)
+    except RuntimeError as exc:
+        raise _fail(root, f"{name}.hnsw unreadable by hnswlib ({exc})") from exc
+    if index.dim != dim:
+        raise _fail(root, f"{name}.hnsw has dim {index.dim}, expected {dim}")
+    tier = HNSWTier(
+        name,
+        dim,
+        info["capacity"],
+        ef=fresh.ef,
+        _index=index,
+    )
+    batch = ItemBatch(
+        item_ids=cols["item_ids"].astype(np.int64),
+        embeddings=cols["embeddings"].astype(np.float32),
+        importance=cols["importance"].astype(np.float32),
+        usage=cols["usage"].astype(np.int64),
+        last_access=cols["last_access"].astype(np.int64),
+        texts=list(side["texts"]),
+        entities=[frozenset(e) for e in side["entities"]],
+        metadata=list(side["metadata"]),
+    )
+    tier.restore(batch)
+    return tier

@@ -1,0 +1,463 @@
+"""``TieredMemory``: HTM-EAR's two-tier memory with gated hybrid retrieval.
+
+Ingestion: texts are encoded in batches, entities extracted, and items inserted into L1. When a
+tier is full, its eviction policy removes a batch (15 % of capacity); L1's victims move to L2,
+L2's victims are pruned for good (counted in ``stats["pruned_total"]``, essential ones in
+``stats["essential_lost"]``). Insertion is chunked so that evictions happen exactly where a
+one-at-a-time insert loop would trigger them, while hnswlib receives whole chunks.
+
+Retrieval: search L1 (``l1_k``); the *gate* falls back to L2 (``l2_k``) when L1 is empty, the
+top hit's similarity is below the encoder's calibrated threshold, or the query's entities are not
+all among the top hit's entities. With ``fallback="merge"`` (our default) L1 and L2 candidates
+are scored together; ``"replace"`` reproduces the reference, where L2's candidates replace L1's.
+Candidates are ranked by ``sim^3 + 0.8 * |q_ents & item_ents| + 0.1 * importance``; mode
+``full`` then rescores the top 20 with a reranker (``0.85 * rerank + 0.15 * hybrid``). Returned
+items get ``usage += 1`` and a fresh ``last_access`` (a logical clock, so runs are deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from memory.config import MemoryConfig
+from memory.encoder import Encoder
+from memory.entities import EntityExtractor
+from memory.eviction import TierView, batch_size, get_policy
+from memory.rerank import Reranker, get_reranker
+from memory.tier import HNSWTier, ItemBatch
+
+#: Default importance of ingested items when the caller gives none.
+DEFAULT_IMPORTANCE = 0.5
+
+
+@dataclass(frozen=True)
+class RetrievedItem:
+    """One retrieval result.
+
+    Attributes:
+        item_id: Memory-assigned id (from :meth:`TieredMemory.ingest`).
+        text: Stored text.
+        score: Final ranking score (hybrid, or reranked in mode ``full``).
+        similarity: Inner product of the query and item vectors (cosine; both unit norm).
+        tier: ``"L1"`` or ``"L2"`` (the oracle's single store reports ``"L1"``).
+        importance: Stored importance in [0, 1].
+        metadata: Caller metadata given at ingestion.
+    """
+
+    item_id: int
+    text: str
+    score: float
+    similarity: float
+    tier: str
+    importance: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Why the last query did or did not consult L2 (``reason``: off/pass/empty/similarity/entities)."""
+
+    fell_back: bool
+    reason: str
+    top1_similarity: float | None
+
+
+class TieredMemory:
+    """Two HNSW tiers with importance-aware eviction and gated hybrid retrieval.
+
+    Args:
+        config: Memory configuration.
+        encoder: Sentence encoder (its ``name`` and ``dim`` are saved with the memory).
+        reranker: Reranker for mode ``full``; default built from ``config.reranker``.
+
+    Raises:
+        ValueError: If the gate threshold for ``encoder`` is not calibrated and none is given.
+    """
+
+    def __init__(self, config: MemoryConfig, encoder: Encoder, *, reranker: Reranker | None = None) -> None:
+        if not isinstance(config, MemoryConfig):
+            raise TypeError(f"TieredMemory: config must be a MemoryConfig, got {type(config).__name__}")
+        self.config = config
+        self.encoder = encoder
+        self.dim = int(encoder.dim)
+        self.extractor = EntityExtractor(config.entity_patterns)
+        self.policy = get_policy(config.policy_name)
+        self.reranker = reranker
+        if self.reranker is None and config.uses_reranker:
+            self.reranker = get_reranker(config.reranker or "")
+        self.gate_threshold: float | None = None
+        if config.uses_gate:
+            from memory.calibration import gate_threshold_for
+
+            self.gate_threshold = (
+                config.gate_threshold
+                if config.gate_threshold is not None
+                else gate_threshold_for(encoder.name)
+            )
+        hnsw = {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction, "ef": config.hnsw_ef}
+        self.tiers: dict[str, HNSWTier] = {}
+        if config.mode == "oracle_unbounded":
+            self.tiers["L1"] = HNSWTier("L1", self.dim, None, seed=config.seed, **hnsw)
+        else:
+            self.tiers["L1"] = HNSWTier("L1", self.dim, config.l1_capacity, seed=config.seed, **hnsw)
+            self.tiers["L2"] = HNSWTier("L2", self.dim, config.l2_capacity, seed=config.seed + 1, **hnsw)
+        self.next_id = 0
+        self.clock = 0
+        self.stats: dict[str, int] = {
+            "ingested": 0,
+            "l1_evicted": 0,
+            "pruned_total": 0,
+            "essential_lost": 0,
+            "deleted": 0,
+            "queries": 0,
+            "gate_fallbacks": 0,
+        }
+        #: Seconds spent encoding vs inserting (for throughput reports).
+        self.timings: dict[str, float] = {"encode_s": 0.0, "index_s": 0.0}
+        self.last_gate: GateDecision | None = None
+
+    # ------------------------------------------------------------------ basics
+
+    def __len__(self) -> int:
+        return sum(len(t) for t in self.tiers.values())
+
+    def __contains__(self, item_id: object) -> bool:
+        return any(item_id in t for t in self.tiers.values())
+
+    def tier_of(self, item_id: int) -> str | None:
+        """Name of the tier holding ``item_id``, or ``None`` if it was pruned/deleted/never existed."""
+        for name, tier in self.tiers.items():
+            if item_id in tier:
+                return name
+        return None
+
+    # --------------------------------------------------------------- ingestion
+
+    def ingest(
+        self,
+        texts: Sequence[str],
+        importance: Sequence[float] | np.ndarray | None = None,
+        metadata: Sequence[dict[str, Any]] | None = None,
+        embeddings: np.ndarray | None = None,
+    ) -> list[int]:
+        """Add items in order (oldest first) and return their new ids.
+
+        Args:
+            texts: Non-empty strings.
+            importance: One value in [0, 1] per text (default 0.5 each).
+            metadata: One JSON-serialisable dict per text (kept with the item, saved, returned).
+            embeddings: Precomputed ``(n, dim)`` vectors from *this* memory's encoder; rows are
+                L2-normalised here. Skips encoding (benchmarks reuse vectors across modes).
+
+        Returns:
+            Item ids, aligned with ``texts``.
+
+        Raises:
+            ValueError: On empty texts, importance outside [0, 1] or not finite, misaligned
+                lengths, non-JSON metadata, or embeddings of the wrong shape / with NaNs / zero rows.
+            TypeError: If ``texts`` is a single string or holds non-strings.
+        """
+        texts = _check_texts(texts, "ingest")
+        n = len(texts)
+        if n == 0:
+            return []
+        imp = _check_importance(importance, n)
+        metas = _check_metadata(metadata, n)
+        t0 = time.perf_counter()
+        if embeddings is None:
+            vecs = self.encoder.encode(texts, batch_size=self.config.encode_batch_size)
+            vecs = _check_embeddings(vecs, n, self.dim, f"encoder {self.encoder.name!r} output")
+        else:
+            vecs = _check_embeddings(embeddings, n, self.dim, "ingest(embeddings=...)")
+        t1 = time.perf_counter()
+        ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
+        clocks = np.arange(self.clock + 1, self.clock + 1 + n, dtype=np.int64)
+        self.next_id += n
+        self.clock += n
+        batch = ItemBatch(
+            item_ids=ids,
+            embeddings=vecs,
+            importance=imp,
+            usage=np.zeros(n, dtype=np.int64),
+            last_access=clocks,
+            texts=texts,
+            entities=self.extractor.extract_many(texts),
+            metadata=metas,
+        )
+        self._insert("L1", batch)
+        self.stats["ingested"] += n
+        self.timings["encode_s"] += t1 - t0
+        self.timings["index_s"] += time.perf_counter() - t1
+        return ids.tolist()
+
+    def _insert(self, name: str, batch: ItemBatch) -> None:
+        """Insert into tier ``name``, evicting a batch whenever the tier is full."""
+        tier = self.tiers[name]
+        pos = 0
+        while pos < len(batch):
+            free = tier.free_slots
+            if free is None:  # unbounded store
+                tier.add(batch.take(slice(pos, None)))
+                return
+            if free == 0:
+                self._evict(name)
+                free = tier.free_slots or 0
+            tier.add(batch.take(slice(pos, pos + free)))
+            pos += free
+
+    def _evict(self, name: str) -> None:
+        tier = self.tiers[name]
+        assert tier.capacity is not None
+        rows = tier.live_rows()
+        view = TierView(tier.ids[rows], tier.importance[rows], tier.usage[rows], tier.last_access[rows])
+        protect = (
+            self.config.essential_threshold if name == "L2" and self.config.protect_essential_in_l2 else None
+        )
+        victims = tier.remove(
+            self.policy.select(
+                view, batch_size(tier.capacity, self.config.eviction_fraction), protect_threshold=protect
+            )
+        )
+        if name == "L1":
+            self.stats["l1_evicted"] += len(victims)
+            self._insert("L2", victims)
+        else:
+            self.stats["pruned_total"] += len(victims)
+            self.stats["essential_lost"] += int(
+                np.count_nonzero(victims.importance >= self.config.essential_threshold)
+            )
+
+    def delete(self, item_ids: Sequence[int]) -> int:
+        """Delete items by id (not counted as pruned); unknown ids are ignored.
+
+        Returns:
+            How many items were deleted.
+        """
+        done = 0
+        for tier in self.tiers.values():
+            present = np.array([i for i in item_ids if i in tier], dtype=np.int64)
+            if len(present):
+                tier.remove(present)
+                done += len(present)
+        self.stats["deleted"] += done
+        return done
+
+    # --------------------------------------------------------------- retrieval
+
+    def encode_query(self, query: str) -> np.ndarray:
+        """Encode one query with the memory's encoder (validated)."""
+        _check_texts([query], "retrieve")
+        return _check_embeddings(self.encoder.encode([query]), 1, self.dim, "query embedding")[0]
+
+    def retrieve(
+        self, query: str, k: int = 5, *, query_embedding: np.ndarray | None = None
+    ) -> list[RetrievedItem]:
+        """Return the top-``k`` items for ``query`` and record their use.
+
+        Args:
+            query: Non-empty query text (entities are extracted from it).
+            k: Number of results.
+            query_embedding: Precomputed ``(dim,)`` query vector (skips encoding).
+
+        Returns:
+            Results, best first (fewer than ``k`` if the memory holds fewer items).
+
+        Raises:
+            ValueError: On an empty query, ``k <= 0``, or a bad query embedding.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"retrieve: query must be a non-empty string, got {query!r}")
+        if not isinstance(k, int) or k <= 0:
+            raise ValueError(f"retrieve: k must be a positive int, got {k!r}")
+        cfg = self.config
+        if query_embedding is None:
+            q = self.encode_query(query)
+        else:
+            q = _check_embeddings(np.asarray(query_embedding).reshape(1, -1), 1, self.dim, "query_embedding")[
+                0
+            ]
+        q_ents = self.extractor.extract(query)
+        self.stats["queries"] += 1
+
+        l1 = self.tiers["L1"]
+        k1 = max(cfg.l1_k, cfg.l2_k) if cfg.mode == "oracle_unbounded" else cfg.l1_k
+        rows1, sims1 = l1.search(q, k1)
+        parts = [("L1", rows1, sims1)]
+        self.last_gate = GateDecision(False, "off", float(sims1[0]) if len(sims1) else None)
+        if self.gate_threshold is not None and "L2" in self.tiers:
+            reason = self._gate(rows1, sims1, q_ents)
+            self.last_gate = GateDecision(reason != "pass", reason, self.last_gate.top1_similarity)
+            if reason != "pass":
+                self.stats["gate_fallbacks"] += 1
+                rows2, sims2 = self.tiers["L2"].search(q, cfg.l2_k)
+                parts = [*parts, ("L2", rows2, sims2)] if cfg.fallback == "merge" else [("L2", rows2, sims2)]
+        return self._rank(query, q, q_ents, parts, k)
+
+    def _gate(self, rows: np.ndarray, sims: np.ndarray, q_ents: frozenset[str]) -> str:
+        """Return ``"pass"`` if L1's answer is trusted, else the reason to consult L2."""
+        if len(rows) == 0:
+            return "empty"
+        assert self.gate_threshold is not None
+        if sims[0] < self.gate_threshold:
+            return "similarity"
+        if not q_ents <= self.tiers["L1"].entities[int(rows[0])]:
+            return "entities"
+        return "pass"
+
+    def _rank(
+        self,
+        query: str,
+        q: np.ndarray,
+        q_ents: frozenset[str],
+        parts: list[tuple[str, np.ndarray, np.ndarray]],
+        k: int,
+    ) -> list[RetrievedItem]:
+        cfg = self.config
+        cand = [
+            (name, int(r), float(s)) for name, rows, sims in parts for r, s in zip(rows, sims, strict=True)
+        ]
+        if not cand:
+            return []
+        tiers = [self.tiers[name] for name, _, _ in cand]
+        sims = np.array([s for _, _, s in cand], dtype=np.float64)
+        ids = np.array([t.ids[r] for t, (_, r, _) in zip(tiers, cand, strict=True)], dtype=np.int64)
+        imp = np.array([t.importance[r] for t, (_, r, _) in zip(tiers, cand, strict=True)], dtype=np.float64)
+        if q_ents:
+            overlap = np.array(
+                [len(q_ents & t.entities[r]) for t, (_, r, _) in zip(tiers, cand, strict=True)],
+                dtype=np.float64,
+            )
+        else:
+            overlap = np.zeros(len(cand))
+        score = (
+            np.sign(sims) * np.abs(sims) ** cfg.sim_power
+            + cfg.entity_weight * overlap
+            + cfg.importance_weight * imp
+        )
+        # Sort by score desc, then id asc: deterministic under ties.
+        order = np.lexsort((ids, -score))
+        if cfg.uses_reranker and self.reranker is not None:
+            top = order[: cfg.rerank_top]
+            texts = [tiers[i].texts[cand[i][1]] for i in top]
+            embs = np.stack([tiers[i].emb[cand[i][1]] for i in top])
+            rr = self.reranker.score(
+                query, texts, query_embedding=q, item_embeddings=embs, encoder_name=self.encoder.name
+            )
+            final = (
+                cfg.rerank_weight * np.asarray(rr, dtype=np.float64) + (1.0 - cfg.rerank_weight) * score[top]
+            )
+            score = score.copy()
+            score[top] = final
+            order = top[np.lexsort((ids[top], -final))]
+        self.clock += 1
+        out: list[RetrievedItem] = []
+        for i in order[:k]:
+            name, row, sim = cand[i]
+            tier = tiers[i]
+            tier.touch(np.array([row]), self.clock)
+            out.append(
+                RetrievedItem(
+                    item_id=int(ids[i]),
+                    text=tier.texts[row],
+                    score=float(score[i]),
+                    similarity=sim,
+                    tier=name,
+                    importance=float(imp[i]),
+                    metadata=dict(tier.meta[row]),
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------- persistence
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Save both tiers, all metadata and counters atomically (see :mod:`memory.persistence`)."""
+        from memory.persistence import save_memory
+
+        save_memory(self, directory)
+
+    @classmethod
+    def load(
+        cls, directory: str | os.PathLike[str], encoder: Encoder, *, reranker: Reranker | None = None
+    ) -> TieredMemory:
+        """Load a memory saved by :meth:`save`.
+
+        Raises:
+            memory.persistence.MemoryLoadError: If files are missing, corrupted, or were written
+                with a different encoder name or dimension.
+        """
+        from memory.persistence import load_memory
+
+        return load_memory(directory, encoder, reranker=reranker)
+
+
+# ------------------------------------------------------------------ validation
+
+
+def _check_texts(texts: Sequence[str], where: str) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError(f"{where}: texts must be a sequence of strings, not a single str ({texts[:40]!r})")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"{where}: texts[{i}] is {type(t).__name__}, expected str")
+        if not t.strip():
+            raise ValueError(f"{where}: texts[{i}] is empty or whitespace; every item needs text")
+    return out
+
+
+def _check_importance(importance: Sequence[float] | np.ndarray | None, n: int) -> np.ndarray:
+    if importance is None:
+        return np.full(n, DEFAULT_IMPORTANCE, dtype=np.float32)
+    imp = np.asarray(importance, dtype=np.float64).reshape(-1)
+    if imp.shape[0] != n:
+        raise ValueError(f"ingest: got {imp.shape[0]} importance values for {n} texts")
+    bad = np.flatnonzero(~np.isfinite(imp) | (imp < 0.0) | (imp > 1.0))
+    if len(bad):
+        raise ValueError(f"ingest: importance[{bad[0]}] = {imp[bad[0]]!r} is not a number in [0, 1]")
+    return imp.astype(np.float32)
+
+
+def _check_metadata(metadata: Sequence[dict[str, Any]] | None, n: int) -> list[dict[str, Any]]:
+    if metadata is None:
+        return [{} for _ in range(n)]
+    metas = list(metadata)
+    if len(metas) != n:
+        raise ValueError(f"ingest: got {len(metas)} metadata dicts for {n} texts")
+    for i, m in enumerate(metas):
+        if not isinstance(m, dict):
+            raise TypeError(f"ingest: metadata[{i}] is {type(m).__name__}, expected dict")
+        try:
+            json.dumps(m)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"ingest: metadata[{i}] is not JSON-serialisable ({exc}); it must be saved"
+            ) from exc
+    return [dict(m) for m in metas]
+
+
+def _check_embeddings(emb: np.ndarray, n: int, dim: int, what: str) -> np.ndarray:
+    arr = np.asarray(emb)
+    if arr.ndim != 2 or arr.shape != (n, dim):
+        raise ValueError(f"{what}: expected shape ({n}, {dim}), got {arr.shape}; wrong embedding dimension?")
+    arr = arr.astype(np.float32, copy=True)
+    finite = np.isfinite(arr).all(axis=1)
+    if not finite.all():
+        raise ValueError(f"{what}: row {int(np.flatnonzero(~finite)[0])} contains NaN or inf")
+    norms = np.linalg.norm(arr, axis=1)
+    if (norms < 1e-12).any():
+        raise ValueError(
+            f"{what}: row {int(np.flatnonzero(norms < 1e-12)[0])} is all zeros (cannot normalise)"
+        )
+    arr /= norms[:, None]
+    return arr
+
+
+__all__ = ["DEFAULT_IMPORTANCE", "GateDecision", "RetrievedItem", "TieredMemory"]

@@ -1,0 +1,183 @@
+"""Client for OpenAI-compatible HTTP endpoints (OpenAI, vLLM/llama.cpp servers, hosted APIs).
+
+Retries: connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff
+(``backoff_s * 2**attempt``, capped at ``max_backoff_s``; a ``Retry-After`` header is honoured
+up to the same cap). No jitter, so runs are reproducible; other 4xx errors are not retried.
+Every failure that survives the retries comes back as a ``finish_reason="error"`` result.
+
+A batch is sent from a thread pool of at most ``concurrency`` requests at a time.
+
+Token counts come from the server's ``usage`` field, which the cost meter needs: a reply
+without it is an error, not a silent zero. ``count_tokens`` is only an estimate (UTF-8
+bytes / 4) unless a tokenizer is given, and context-window limits are left to the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import requests
+
+from modules.backends.base import GenerationRequest, GenerationResult, LLMBackend
+
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class OpenAIBackend(LLMBackend):
+    """Generate through ``POST {base_url}/chat/completions`` (or ``/completions`` for raw prompts).
+
+    Args:
+        model: Model name sent to the server.
+        base_url: Endpoint root, e.g. ``"http://127.0.0.1:8000/v1"``.
+        api_key_env: Name of the environment variable holding the API key; if that variable
+            is unset no ``Authorization`` header is sent (fine for local servers).
+        model_id: Id for results and pricing (default: ``model``).
+        n_ctx: The model's context window (informational; the server enforces it).
+        timeout_s: Per-attempt timeout (connect and read) in seconds.
+        max_retries: Retries after the first attempt.
+        backoff_s: First backoff delay; doubles each retry.
+        max_backoff_s: Backoff cap.
+        concurrency: Maximum requests in flight for one batch.
+        token_counter: Optional exact token counter for ``count_tokens``.
+        session: Optional ``requests.Session`` (for connection pooling or tests).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = "http://127.0.0.1:8000/v1",
+        api_key_env: str | None = "OPENAI_API_KEY",
+        model_id: str | None = None,
+        n_ctx: int = 8192,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        concurrency: int = 8,
+        token_counter: Callable[[str], int] | None = None,
+        session: requests.Session | None = None,
+    ) -> None:
+        if timeout_s <= 0 or max_retries < 0 or concurrency < 1:
+            raise ValueError(
+                "need timeout_s > 0, max_retries >= 0, concurrency >= 1; "
+                f"got {timeout_s}, {max_retries}, {concurrency}"
+            )
+        self.model = model
+        self.model_id = model_id or model
+        self.base_url = base_url.rstrip("/")
+        self.n_ctx = n_ctx
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.concurrency = concurrency
+        self.token_counter = token_counter
+        self.session = session or requests.Session()
+        key = os.environ.get(api_key_env) if api_key_env else None
+        self._headers = {"Content-Type": "application/json"}
+        if key:
+            self._headers["Authorization"] = f"Bearer {key}"
+        self.attempts = 0  # total HTTP attempts made (for tests and logs)
+
+    def count_tokens(self, text: str) -> int:
+        """Token count: exact with ``token_counter``, else an estimate of UTF-8 bytes / 4."""
+        if self.token_counter is not None:
+            return self.token_counter(text)
+        return math.ceil(len(text.encode()) / 4)
+
+    def _body(self, request: GenerationRequest) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": request.json_schema, "strict": True},
+            }
+        if request.messages is not None:
+            body["messages"] = [dict(m) for m in request.messages]
+            return "/chat/completions", body
+        body["prompt"] = request.prompt
+        return "/completions", body
+
+    def _delay(self, attempt: int, response: requests.Response | None) -> float:
+        delay = self.backoff_s * (2**attempt)
+        if response is not None and response.headers.get("Retry-After"):
+            # An HTTP-date Retry-After is not parsed; the exponential delay stays.
+            with contextlib.suppress(ValueError):
+                delay = float(response.headers["Retry-After"])
+        return min(max(delay, 0.0), self.max_backoff_s)
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST with retries; returns the JSON reply or raises RuntimeError with the last failure."""
+        last = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            response: requests.Response | None = None
+            self.attempts += 1
+            try:
+                response = self.session.post(
+                    self.base_url + path, json=body, headers=self._headers, timeout=self.timeout_s
+                )
+            except requests.Timeout:
+                last = f"timed out after {self.timeout_s:g} s"
+            except requests.ConnectionError as exc:
+                last = f"connection error: {exc}"
+            else:
+                if response.status_code == 200:
+                    try:
+                        return response.json()
+                    except ValueError as exc:
+                        raise RuntimeError(f"server returned invalid JSON: {response.text[:200]!r}") from exc
+                last = f"HTTP {response.status_code}: {response.text[:300]}"
+                if response.status_code not in RETRY_STATUS:
+                    raise RuntimeError(last)
+            if attempt < self.max_retries:
+                time.sleep(self._delay(attempt, response))
+        raise RuntimeError(f"gave up after {self.max_retries + 1} attempts; last: {last}")
+
+    def _one(self, request: GenerationRequest) -> GenerationResult:
+        start = time.perf_counter()
+        path, body = self._body(request)
+        try:
+            reply = self._post(path, body)
+            choice = reply["choices"][0]
+            text = (choice.get("message") or {}).get("content") if "message" in choice else choice.get("text")
+            usage = reply.get("usage")
+            if not usage or "prompt_tokens" not in usage:
+                raise RuntimeError("reply has no 'usage' token counts, so the call's cost cannot be metered")
+            return GenerationResult(
+                text=text or "",
+                tokens_in=int(usage["prompt_tokens"]),
+                tokens_out=int(usage.get("completion_tokens", 0)),
+                latency_s=time.perf_counter() - start,
+                model_id=self.model_id,
+                finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            )
+        except (RuntimeError, KeyError, IndexError, TypeError) as exc:
+            return GenerationResult(
+                text="", tokens_in=0, tokens_out=0, latency_s=time.perf_counter() - start,
+                model_id=self.model_id, finish_reason="error", error=f"{self.base_url}{path}: {exc}",
+            )
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Send the batch with at most ``concurrency`` requests in flight; results keep input order."""
+        if len(requests) <= 1 or self.concurrency == 1:
+            return [self._one(r) for r in requests]
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(requests))) as pool:
+            return list(pool.map(self._one, requests))
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self.session.close()

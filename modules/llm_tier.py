@@ -1,0 +1,197 @@
+"""Run an LLM tier: build the prompt, call the cached LLM, parse, meter, degrade on failure.
+
+Failure contract (tested in ``tests/test_modules_llm_tier.py``):
+
+* backend error / timeout (``finish_reason == "error"``): the output is the module's
+  :func:`~modules.base.fallback_value`, ``degraded=True``, ``error`` set; the failed call is
+  counted in ``cost.failures`` by the CostModel (its tokens are still metered);
+* unparseable output: same fallback, ``parse_failures=1`` and ``cost.failures += 1``;
+* ``cot``/``react`` reasoning that does not end in a parseable answer (missing ``Answer:`` /
+  ``<answer>``, or cut by ``max_tokens``): one JSON-schema constrained follow-up call
+  (:func:`~modules.prompts.finalise_request`) turns the reasoning into the answer; it is
+  metered (``cost.calls == 2``) and noted; only if that also fails is the output degraded;
+* prompt that cannot fit the context window even without evidence: fallback, no LLM call,
+  ``cost.failures = 1``;
+* evidence truncated to fit: a normal result with a ``notes`` entry saying what was cut.
+
+The fallback is deliberately *not* another tier's computation: a degraded output must never
+cost less than, or look like, a real result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from modules.base import ModuleInput, ModuleOutput, fallback_value, output_text
+from modules.cache import CachedLLM
+from modules.cost import Cost
+from modules.parsing import ParseError, extract_section, parse_indices, parse_string_list, parse_summary
+from modules.pricing import CostModel
+from modules.prompts import (
+    DEFAULT_MAX_PROMPT_TOKENS,
+    DEFAULT_MAX_TOKENS,
+    MAX_ITEMS,
+    STYLE_EXTRA_TOKENS,
+    PromptTooLong,
+    Style,
+    build_prompt,
+    finalise_request,
+)
+from modules.tier import Tier
+
+
+@dataclass(frozen=True)
+class LLMTierConfig:
+    """How one LLM tier prompts its model.
+
+    Attributes:
+        style: Prompting style (see :mod:`modules.prompts`).
+        max_tokens: Generation caps by module (defaults: :data:`DEFAULT_MAX_TOKENS` plus the
+            style's :data:`STYLE_EXTRA_TOKENS`).
+        max_prompt_tokens: Prompt budget before truncation.
+        filter_k: Most chunks the filter keeps (selections are capped in retrieval order).
+    """
+
+    style: Style = "direct"
+    max_tokens: dict[str, int] | None = None
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
+    filter_k: int = 5
+
+    def tokens_for(self, module: str) -> int:
+        """Generation cap for ``module``."""
+        if self.max_tokens and module in self.max_tokens:
+            return int(self.max_tokens[module])
+        return DEFAULT_MAX_TOKENS[module] + STYLE_EXTRA_TOKENS[self.style]
+
+
+def parse_value(module: str, style: Style, text: str, inp_evidence: tuple[Any, ...], k: int = 5) -> Any:
+    """Turn raw model text into the module's value (raises :class:`ParseError`).
+
+    For the filter, at most ``k`` selected chunks are kept, in retrieval order.
+    """
+    section = extract_section(text, style)
+    if module == "filter":
+        keep = parse_indices(section, len(inp_evidence))
+        # An empty selection keeps the best-ranked chunk: downstream modules need evidence,
+        # and every filter tier follows the same rule (see modules.rules.keyword_filter).
+        return tuple(inp_evidence[i] for i in (keep or [0])[:k])
+    if module == "summary":
+        return parse_summary(section)
+    return tuple(parse_string_list(section, max_items=MAX_ITEMS))
+
+
+class LLMTier:
+    """A callable ``ModuleInput -> ModuleOutput`` for one LLM tier.
+
+    Args:
+        module: Module name.
+        tier: Tier implemented.
+        strategy: Strategy name (cache tag).
+        llm: The cached LLM to call.
+        cost_model: Prices the call.
+        config: Prompting style and limits.
+    """
+
+    def __init__(
+        self,
+        module: str,
+        tier: Tier,
+        strategy: str,
+        llm: CachedLLM,
+        cost_model: CostModel,
+        config: LLMTierConfig,
+    ) -> None:
+        self.module, self.tier, self.strategy = module, tier, strategy
+        self.llm, self.cost_model, self.config = llm, cost_model, config
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Cache tags of this tier's calls."""
+        return {
+            "module": self.module,
+            "tier": self.tier.name,
+            "strategy": self.strategy,
+            "style": self.config.style,
+        }
+
+    def _degraded(
+        self, inp: ModuleInput, cost: Cost, error: str, *, parse_failures: int = 0, notes=()
+    ) -> ModuleOutput:
+        value = fallback_value(inp, self.config.filter_k)
+        return ModuleOutput(
+            module=self.module,
+            tier=self.tier,
+            text=output_text(self.module, value),
+            value=value,
+            cost=cost,
+            parse_failures=parse_failures,
+            degraded=True,
+            error=error,
+            notes=tuple(notes),
+        )
+
+    def __call__(self, inp: ModuleInput) -> ModuleOutput:
+        """Run the tier on ``inp`` (see the module docstring for the failure contract)."""
+        style = self.config.style
+        try:
+            built = build_prompt(
+                self.module,
+                style,
+                inp,
+                self.llm,
+                max_tokens=self.config.tokens_for(self.module),
+                max_prompt_tokens=self.config.max_prompt_tokens,
+            )
+        except PromptTooLong as exc:
+            return self._degraded(inp, Cost(failures=1), f"prompt too long: {exc}")
+        notes: list[str] = [f"style={style}", f"model={self.llm.model_id}"]
+        if built.dropped or built.cut_chars:
+            notes.append(f"truncated: dropped {built.dropped} chunks, cut {built.cut_chars} chars")
+        result = self.llm.generate([built.request], tags=self.tags)[0]
+        cost = self.cost_model.llm(result)
+        if not result.ok:
+            return self._degraded(inp, cost, f"backend error: {result.error}", notes=notes)
+        try:
+            value = parse_value(self.module, style, result.text, built.evidence, self.config.filter_k)
+        except ParseError as exc:
+            notes.append(f"finish_reason={result.finish_reason}; raw={result.text[:200]!r}")
+            if style not in ("cot", "react"):
+                return self._degraded(
+                    inp,
+                    replace(cost, failures=cost.failures + 1),
+                    f"parse failure: {exc}",
+                    parse_failures=1,
+                    notes=notes,
+                )
+            # The reasoning did not end in a parseable answer: one constrained follow-up call
+            # turns it into the answer format (metered; visible in notes and cost.calls).
+            follow = finalise_request(self.module, built.request, result.text, len(built.evidence))
+            second = self.llm.generate([follow], tags={**self.tags, "stage": "finalise"})[0]
+            cost = cost + self.cost_model.llm(second)
+            notes.append(f"finalised by a constrained follow-up call ({exc})")
+            if not second.ok:
+                return self._degraded(
+                    inp, cost, f"backend error in finalise call: {second.error}", notes=notes
+                )
+            try:
+                value = parse_value(self.module, "direct", second.text, built.evidence, self.config.filter_k)
+            except ParseError as exc2:
+                notes.append(f"finalise raw={second.text[:200]!r}")
+                return self._degraded(
+                    inp,
+                    replace(cost, failures=cost.failures + 1),
+                    f"parse failure: {exc2}",
+                    parse_failures=1,
+                    notes=notes,
+                )
+            result = second
+        return ModuleOutput(
+            module=self.module,
+            tier=self.tier,
+            text=output_text(self.module, value),
+            value=value,
+            cost=cost,
+            cached=result.cached,
+            notes=tuple(notes),
+        )

@@ -1,0 +1,146 @@
+"""Run a non-LLM tier (rules, spaCy, MiniLM, tagger, TextRank) with caching and metering.
+
+A non-LLM tier is a pure function of its input, so its result is cached under a key made of
+(module, tier, strategy, method, :data:`~modules.base.MODULES_CODE_VERSION`, hash of the
+input fields the function reads). Two cache levels: an in-process LRU (always on) and the
+persistent :class:`~modules.cache.CallCache` when one is given. The replayed result keeps the
+*original* latency, so metered cost does not depend on cache state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, output_text
+from modules.cache import CallCache
+from modules.pricing import CostModel
+from modules.tier import Tier
+
+#: ``fn(inp) -> (json_value, gflops)``; filter functions return kept indices.
+LocalFn = Callable[[ModuleInput], tuple[Any, float]]
+
+_LRU_SIZE = 8192
+
+
+class _LRU:
+    """A tiny thread-safe LRU of JSON-able values (process-wide, shared by all tiers)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._data: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            val = self._data.get(key)
+            if val is not None:
+                self._data.move_to_end(key)
+            return val
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+LRU = _LRU(_LRU_SIZE)
+
+
+def input_key(inp: ModuleInput, *, reads_query: bool) -> str:
+    """Hash of the input fields a tier reads.
+
+    Always the evidence texts and timestamps and the question date (the temporal tagger's
+    fallback reference time); the relations for the summary; the query only when
+    ``reads_query`` (relation extractors ignore it, so their results are reused across
+    questions over the same evidence).
+    """
+    payload = {
+        "evidence": [[e.text, e.timestamp] for e in inp.evidence],
+        "relations": {m: list(v) for m, v in sorted(inp.relations.items())}
+        if inp.module == "summary"
+        else {},
+        "query": inp.query if reads_query else None,
+        "question_date": inp.question_date,
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+class LocalTier:
+    """A callable ``ModuleInput -> ModuleOutput`` for one non-LLM tier.
+
+    Args:
+        module: Module name.
+        tier: The tier this implements.
+        strategy: Strategy name (cache tag).
+        method: Name of the implementation (cache tag and report label), e.g. ``"spacy_sm"``.
+        fn: The pure function computing ``(raw_value, gflops)``.
+        cost_model: Converts GFLOPs into the configured cost unit.
+        cache: Optional persistent cache shared with the LLM calls.
+        reads_query: Whether ``fn`` reads the question (filter, summary) or only the evidence
+            (the relation extractors: their results are reused across questions).
+    """
+
+    def __init__(
+        self,
+        module: str,
+        tier: Tier,
+        strategy: str,
+        method: str,
+        fn: LocalFn,
+        cost_model: CostModel,
+        cache: CallCache | None = None,
+        *,
+        reads_query: bool,
+    ) -> None:
+        self.module, self.tier, self.strategy, self.method = module, tier, strategy, method
+        self.fn, self.cost_model, self.cache, self.reads_query = fn, cost_model, cache, reads_query
+
+    def key(self, inp: ModuleInput) -> str:
+        """The cache key of ``inp`` for this tier."""
+        tag = f"local|{self.module}|{self.tier.name}|{self.strategy}|{self.method}|{MODULES_CODE_VERSION}"
+        return hashlib.sha256(f"{tag}|{input_key(inp, reads_query=self.reads_query)}".encode()).hexdigest()
+
+    def __call__(self, inp: ModuleInput) -> ModuleOutput:
+        """Return the (possibly cached) output of the tier on ``inp``."""
+        key = self.key(inp)
+        stored = LRU.get(key)
+        if stored is None and self.cache is not None:
+            stored = self.cache.get(key)
+            if stored is not None:
+                LRU.put(key, stored)
+        cached = stored is not None
+        if stored is None:
+            t0 = time.perf_counter()
+            raw, gf = self.fn(inp)
+            stored = {"raw": raw, "gflops": gf, "latency_s": time.perf_counter() - t0}
+            LRU.put(key, stored)
+            if self.cache is not None:
+                self.cache.put(key, stored)
+        raw = stored["raw"]
+        value: Any = (
+            tuple(inp.evidence[i] for i in raw)
+            if self.module == "filter"
+            else (tuple(raw) if isinstance(raw, list) else raw)
+        )
+        cost = self.cost_model.non_llm(float(stored["gflops"]), float(stored["latency_s"]))
+        return ModuleOutput(
+            module=self.module,
+            tier=self.tier,
+            text=output_text(self.module, value),
+            value=value,
+            cost=cost,
+            cached=cached,
+            notes=(f"method={self.method}",),
+        )

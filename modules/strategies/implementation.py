@@ -1,0 +1,87 @@
+"""Implementation tiering: LOW = rules, MID = offline learned models, HIGH = an LLM prompt.
+
+| module   | LOW (rules)               | MID (learned, offline)                   | HIGH (LLM)          |
+|----------|---------------------------|------------------------------------------|---------------------|
+| filter   | keyword overlap           | MiniLM cosine + keyword blend            | JSON relevant items |
+| entity   | regex SVO patterns        | spaCy NER + dependency triplets          | JSON relations      |
+| temporal | regex date phrases (raw)  | parsedatetime, normalised to session date| JSON dated events   |
+| topic    | content-word frequency    | TextRank keyphrases (summa)              | JSON topics         |
+| summary  | template (question+chunks)| extractive: MiniLM-ranked sentences+facts| notes from evidence |
+
+LOW and MID are different computations for every module (BudgetMem's release made them
+identical for entity/temporal/topic). The HIGH summary sees the evidence, not only the
+extracted relations (BudgetMem's HIGH summary did not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from memory.encoder import Encoder
+from modules import learned, rules
+from modules.base import Module
+from modules.cache import CachedLLM, CallCache
+from modules.llm_tier import LLMTier
+from modules.local_tier import LocalFn, LocalTier
+from modules.pricing import CostModel
+from modules.strategies.common import check_options, llm_config, pick_llm
+from modules.tier import MODULE_ORDER, Tier
+
+NAME = "implementation"
+
+
+def build_implementation(
+    llms: Mapping[str, CachedLLM],
+    cost_model: CostModel,
+    encoder: Encoder,
+    cache: CallCache | None = None,
+    **opts: Any,
+) -> dict[str, Module]:
+    """Build the five modules of the implementation strategy.
+
+    Args:
+        llms: The HIGH-tier LLM under ``"high"`` or ``"default"`` (or the only entry).
+        cost_model: Prices LLM calls and non-LLM GFLOPs.
+        encoder: Sentence encoder for the MID filter and summary (MiniLM in real runs).
+        cache: Persistent cache for the non-LLM tiers (LLM calls use the CachedLLM's cache).
+        **opts: ``module_topk`` (default 5), ``max_tokens`` (by module), ``max_prompt_tokens``.
+    """
+    check_options(NAME, opts)
+    llm = pick_llm(llms, NAME, ("high", "default"))
+    k = int(opts.get("module_topk", 5))
+    # (method name, function, reads the question?) per module and non-LLM tier.
+    local: dict[str, dict[Tier, tuple[str, LocalFn, bool]]] = {
+        "filter": {
+            Tier.LOW: ("keyword", partial(rules.keyword_filter, k=k), True),
+            Tier.MID: ("minilm", partial(learned.embedding_filter, k=k, encoder=encoder), True),
+        },
+        "entity": {
+            Tier.LOW: ("regex", rules.regex_entity_relations, False),
+            Tier.MID: ("spacy_sm", learned.spacy_entity_relations, False),
+        },
+        "temporal": {
+            Tier.LOW: ("regex", rules.regex_temporal_relations, False),
+            Tier.MID: ("tagger", learned.tagger_temporal_relations, False),
+        },
+        "topic": {
+            Tier.LOW: ("keyword", rules.frequency_topics, False),
+            Tier.MID: ("textrank", learned.textrank_topics, False),
+        },
+        "summary": {
+            Tier.LOW: ("template", rules.template_summary_tier, True),
+            Tier.MID: ("extractive", partial(learned.extractive_summary, encoder=encoder), True),
+        },
+    }
+    high = llm_config(opts, "direct")
+    modules: dict[str, Module] = {}
+    for name in MODULE_ORDER:
+        tiers = {
+            tier: LocalTier(name, tier, NAME, method, fn, cost_model, cache, reads_query=reads_query)
+            for tier, (method, fn, reads_query) in local[name].items()
+        }
+        modules[name] = Module(
+            name, NAME, {**tiers, Tier.HIGH: LLMTier(name, Tier.HIGH, NAME, llm, cost_model, high)}
+        )
+    return modules

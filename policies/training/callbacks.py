@@ -1,0 +1,281 @@
+"""SB3 callbacks: episode statistics, held-out validation with best-router export, checkpoints.
+
+* :class:`EpisodeStatsCallback` turns the training env's terminal ``info`` into logged means
+  per rollout: reward parts (``reward/*``), raw and normalised cost (``cost/*``), per-module
+  tier ratios (``tiers/*``), training F1 and the call-cache hit rate (``cache/*``).
+* :class:`ValidationCallback` runs the deterministic policy on the held-out split with
+  ``envs.rollout.evaluate_policy`` every ``eval_freq`` timesteps (and once at the end), logs
+  ``val/*``, and exports the router whenever the validation metric improves. Training reward
+  never selects a checkpoint.
+* :class:`CheckpointCallback` saves a resumable checkpoint every ``checkpoint_freq`` timesteps.
+
+All three act at rollout boundaries, never in the middle of a rollout, so validation episodes
+never interleave with training episodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from common.atomic import atomic_write_json, atomic_write_text
+from modules.tier import Tier
+from policies.export import export_router
+from policies.training.summary import (
+    flat_metrics,
+    markdown_report,
+    selection_score,
+    summarize_records,
+    tier_ratios,
+)
+
+
+def ppo_decide(model: Any) -> Callable[[np.ndarray, str], Tier]:
+    """``decide(obs, module) -> Tier`` from a PPO model's deterministic (argmax) action."""
+
+    def decide(obs: np.ndarray, module: str) -> Tier:
+        action, _ = model.predict(obs, deterministic=True)
+        return Tier(int(action))
+
+    return decide
+
+
+class EpisodeStatsCallback(BaseCallback):
+    """Log per-rollout means of the training episodes' reward parts, costs and tiers.
+
+    Args:
+        cache: The shared ``CallCache`` (its hit/miss counters give the rollout's hit rate), or None.
+    """
+
+    def __init__(self, cache: Any | None = None, verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.cache = cache
+        self._rows: list[dict[str, Any]] = []
+        self._cache_mark = (0, 0)
+
+    def _cache_counts(self) -> tuple[int, int]:
+        if self.cache is None:
+            return (0, 0)
+        return int(getattr(self.cache, "hits", 0)), int(getattr(self.cache, "misses", 0))
+
+    def _on_rollout_start(self) -> None:
+        self._rows = []
+        self._cache_mark = self._cache_counts()
+
+    def _on_step(self) -> bool:
+        for info, done in zip(self.locals.get("infos", []), self.locals.get("dones", []), strict=False):
+            if done and "reward_terms" in info:
+                self._rows.append(info)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        rows = self._rows
+        if not rows:
+            return
+        log = self.logger.record
+        terms: dict[str, list[float]] = defaultdict(list)
+        for info in rows:
+            for key, value in info["reward_terms"].items():
+                terms[key].append(float(value))
+        for key in ("r_task", "r_cost", "alpha", "cost_term", "reward"):
+            if terms.get(key):
+                log(f"reward/{key}", float(np.mean(terms[key])))
+        log("cost/raw", float(np.mean(terms["raw_cost"])))
+        log("cost/normalised", float(np.mean(terms["cost_norm"])))
+        for key in ("module", "answer", "total"):
+            log(f"cost/{key}", float(np.mean([info["cost"][key] for info in rows])))
+        log("rollout/f1", float(np.mean([info["f1"] for info in rows])))
+        log("rollout/episodes", len(rows))
+        ratios = tier_ratios([tuple(Tier[name] for name in info["tiers"].values()) for info in rows])
+        for key, share in ratios.items():
+            log(f"tiers/{key}", share)
+        hits, misses = self._cache_counts()
+        d_hits, d_miss = hits - self._cache_mark[0], misses - self._cache_mark[1]
+        if d_hits + d_miss:
+            log("cache/hit_rate", d_hits / (d_hits + d_miss))
+        log("cache/episode_hit_rate", float(np.mean([info["cache_hit_rate"] for info in rows])))
+
+
+class ValidationCallback(BaseCallback):
+    """Validate on held-out questions; export the router when the metric improves.
+
+    Args:
+        items: Validation question bank.
+        components: Env components (pipeline, answerer, ...).
+        evaluate: ``envs.rollout.evaluate_policy``-compatible function.
+        run_dir: Run directory; the best router goes to ``run_dir/router``.
+        export_metadata: Returns the metadata dict stored with an exported router.
+        eval_freq: Validate every this many timesteps.
+        select_metric: ``f1``, ``em`` or ``judge``.
+    """
+
+    def __init__(
+        self,
+        items: Sequence[Any],
+        components: Any,
+        evaluate: Callable[..., list[Any]],
+        run_dir: Path,
+        export_metadata: Callable[[], dict[str, Any]],
+        eval_freq: int,
+        select_metric: str = "f1",
+        verbose: int = 0,
+    ) -> None:
+        super().__init__(verbose)
+        self.items = list(items)
+        self.components = components
+        self.evaluate = evaluate
+        self.run_dir = Path(run_dir)
+        self.export_metadata = export_metadata
+        self.eval_freq = int(eval_freq)
+        self.select_metric = select_metric
+        self.best_score: float | None = None
+        self.best_step: int | None = None
+        self.best_summary: dict[str, Any] | None = None
+        self.last_eval_step = 0
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def router_dir(self) -> Path:
+        """Where the best router is exported."""
+        return self.run_dir / "router"
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-friendly state for checkpoints."""
+        return {
+            "best_score": self.best_score,
+            "best_step": self.best_step,
+            "best_summary": self.best_summary,
+            "last_eval_step": self.last_eval_step,
+            "history": self.history,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore from :meth:`state_dict`."""
+        self.best_score = state.get("best_score")
+        self.best_step = state.get("best_step")
+        self.best_summary = state.get("best_summary")
+        self.last_eval_step = int(state.get("last_eval_step", 0))
+        self.history = list(state.get("history", []))
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.num_timesteps - self.last_eval_step >= self.eval_freq:
+            self.validate()
+
+    def _on_training_end(self) -> None:
+        if self.last_eval_step != self.num_timesteps or self.best_score is None:
+            self.validate()
+
+    def validate(self) -> dict[str, Any]:
+        """Run the validation split now; export the router if it is the best so far."""
+        start = time.perf_counter()
+        records = self.evaluate(ppo_decide(self.model), self.items, self.components, progress=False)
+        summary = summarize_records(records)
+        score = selection_score(summary, self.select_metric)
+        step = int(self.num_timesteps)
+        self.last_eval_step = step
+        improved = self.best_score is None or score > self.best_score
+        entry = {"step": step, "score": score, "improved": improved, "seconds": time.perf_counter() - start}
+        entry.update({k: v for k, v in summary.items() if k != "tiers"})
+        self.history.append(entry)
+        for key, value in flat_metrics(summary, "val").items():
+            self.logger.record(key, value)
+        self.logger.record("val/seconds", entry["seconds"])
+        if improved:
+            self.best_score, self.best_step, self.best_summary = score, step, summary
+            meta = self.export_metadata()
+            meta["validation"] = {
+                "step": step,
+                "metric": self.select_metric,
+                "score": score,
+                "summary": summary,
+            }
+            export_router(self.model, self.router_dir, meta)
+            atomic_write_json(self.run_dir / "validation_records_best.json", [r.to_dict() for r in records])
+        self.logger.record("val/best_score", float(self.best_score))  # type: ignore[arg-type]
+        self.write_report()
+        if self.verbose:
+            print(f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f})")
+        return summary
+
+    def write_report(self) -> tuple[Path, Path]:
+        """Write ``validation.json`` (history + best) and ``validation.md`` (short report)."""
+        json_path = self.run_dir / "validation.json"
+        md_path = self.run_dir / "validation.md"
+        atomic_write_json(
+            json_path,
+            {
+                "select_metric": self.select_metric,
+                "best_score": self.best_score,
+                "best_step": self.best_step,
+                "best": self.best_summary,
+                "history": self.history,
+            },
+        )
+        selected = (
+            f"validation {self.select_metric} = {self.best_score:.4f} at step {self.best_step}"
+            if self.best_score is not None
+            else "n/a"
+        )
+        text = markdown_report(
+            f"Validation of the best router ({len(self.items)} held-out questions)",
+            self.best_summary or {},
+            {
+                "selected on": selected,
+                "router": str(self.router_dir),
+                "evaluations": len(self.history),
+            },
+        )
+        history_lines = ["", "| step | score | f1 | module_cost | high_share |", "|---|---|---|---|---|"]
+        for h in self.history:
+            cells = (
+                f"{h['score']:.4f}",
+                f"{h['f1']:.4f}",
+                f"{h['module_cost']:.4g}",
+                f"{h['high_share']:.2f}",
+            )
+            history_lines.append(f"| {h['step']} | " + " | ".join(cells) + " |")
+        atomic_write_text(md_path, text + "\n".join(history_lines) + "\n")
+        return json_path, md_path
+
+
+class CheckpointCallback(BaseCallback):
+    """Save a resumable checkpoint every ``save_freq`` timesteps (at rollout ends) and at the end.
+
+    Args:
+        save: ``save(model) -> Path`` writing the checkpoint (see ``policies.training.checkpoint``).
+        save_freq: Timesteps between checkpoints.
+    """
+
+    def __init__(self, save: Callable[[Any], Path], save_freq: int, verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.save = save
+        self.save_freq = int(save_freq)
+        self.last_save_step = 0
+
+    def _on_training_start(self) -> None:
+        self.last_save_step = int(self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        if self.num_timesteps - self.last_save_step >= self.save_freq:
+            self._save()
+
+    def _on_training_end(self) -> None:
+        self._save()
+
+    def _save(self) -> None:
+        path = self.save(self.model)
+        self.last_save_step = int(self.num_timesteps)
+        if self.verbose:
+            print(f"[checkpoint] step {self.num_timesteps}: {path}")

@@ -1,0 +1,263 @@
+"""One training run, from a resolved config dict to an exported router and a validation report.
+
+``train.py`` is a thin Hydra wrapper around :func:`train`. The steps:
+
+1. parse and check the ``train``/``ppo``/``wandb`` sections; save the resolved config and the
+   run's provenance (git commit, package versions, data checksums) into ``runs/{run_name}/``;
+2. build the env components (``envs.components.make_components``) and the train/validation
+   question banks (cached on disk, so sweeps build them once);
+3. build the vectorised env and PPO with the router network (or load a checkpoint to resume);
+4. learn with callbacks: episode statistics, validation on held-out questions (exports the
+   best router to ``runs/{run_name}/router``), periodic resumable checkpoints;
+5. write ``result.json`` and print where the router and the validation report are.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import CallbackList
+
+from common.atomic import atomic_write_json, atomic_write_text
+from common.provenance import run_metadata
+from policies.sb3_policy import router_policy_kwargs
+from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
+from policies.training.checkpoint import config_hash, load_checkpoint, resolve_checkpoint, save_checkpoint
+from policies.training.settings import PPOSettings, TrainSettings, WandbSettings
+from policies.training.tracking import Tracker
+from policies.training.vec_env import build_vec_env
+
+
+def _bank_config(cfg: Mapping[str, Any], limit: int | None) -> dict[str, Any]:
+    out = copy.deepcopy(dict(cfg))
+    qb = dict(out.get("question_bank") or {})
+    qb["limit"] = limit
+    out["question_bank"] = qb
+    return out
+
+
+def _data_files(cfg: Mapping[str, Any]) -> list[Path]:
+    from benchmarks.registry import get_benchmark
+
+    bench = cfg["benchmark"]
+    name = bench if isinstance(bench, str) else bench["name"]
+    opts = {} if isinstance(bench, str) else dict(bench.get("options") or {})
+    return list(get_benchmark(name, data_dir=cfg.get("data_dir"), **opts).data_files())
+
+
+def _cache_counts(cache: Any | None) -> tuple[int, int]:
+    if cache is None:
+        return (0, 0)
+    return int(getattr(cache, "hits", 0)), int(getattr(cache, "misses", 0))
+
+
+def export_metadata(cfg: Mapping[str, Any], components: Any, provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """What every exported router records about how it was trained."""
+    return {
+        "run_name": cfg.get("run_name"),
+        "benchmark": components.benchmark,
+        "strategy": (cfg.get("strategy") or {}).get("name"),
+        "encoder": components.encoder.name,
+        "cost_lambda": float(components.cost_lambda),
+        "cost_unit": (cfg.get("cost") or {}).get("unit", "gflops"),
+        "task_metric": components.task_metric,
+        "backend": dict(cfg.get("backend") or {}),
+        "seed": int(cfg.get("seed", 0)),
+        "observation_spec": components.obs_builder.spec.to_dict(),
+        "provenance": dict(provenance),
+    }
+
+
+def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Train one router; return a summary dict (also written to ``run_dir/result.json``).
+
+    Args:
+        cfg: The resolved config (``OmegaConf.to_container(cfg, resolve=True)``).
+
+    Returns:
+        ``run_name``, ``run_dir``, ``router`` (path), ``validation`` (best summary),
+        ``cost_lambda``, ``seed``, ``timesteps``, ``llm_calls``, ``cache_hits``,
+        ``cache_hit_rate``, ``wall_s`` and per-phase timings.
+    """
+    from envs.components import make_components, question_bank_from
+    from envs.rollout import evaluate_policy
+
+    t0 = time.perf_counter()
+    cfg = copy.deepcopy(dict(cfg))
+    ts = TrainSettings.from_config(cfg.get("train"))
+    ps = PPOSettings.from_config(cfg.get("ppo"))
+    ws = WandbSettings.from_config(cfg.get("wandb"))
+    seed = int(cfg.get("seed", 0))
+    run_name = str(cfg.get("run_name") or "run")
+    run_dir = Path(str(cfg.get("run_dir") or Path("runs") / run_name)).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if ts.torch_threads:
+        torch.set_num_threads(ts.torch_threads)
+
+    # -- provenance ---------------------------------------------------------------------
+    provenance = run_metadata(cfg, _data_files(cfg))
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
+    atomic_write_json(run_dir / "run_metadata.json", provenance)
+    chash = config_hash(cfg)
+
+    # -- components and question banks -------------------------------------------------
+    components = make_components(cfg)
+    vec_env = None
+    tracker = None
+    try:
+        train_items = question_bank_from(
+            _bank_config(cfg, ts.train_limit), ts.train_split, components.encoder
+        )
+        val_items = question_bank_from(_bank_config(cfg, ts.val_limit), ts.val_split, components.encoder)
+        overlap = {(it.sample_id, it.question.question_id) for it in train_items} & {
+            (it.sample_id, it.question.question_id) for it in val_items
+        }
+        if overlap:
+            raise ValueError(f"validation questions overlap the training questions: {sorted(overlap)[:5]}")
+        t_setup = time.perf_counter() - t0
+
+        vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
+        tracker = Tracker(run_dir, run_name, ws, cfg, verbose=ts.verbose)
+        hits0, miss0 = _cache_counts(components.cache)
+
+        validation = ValidationCallback(
+            val_items,
+            components,
+            evaluate_policy,
+            run_dir,
+            lambda: export_metadata(cfg, components, provenance),
+            eval_freq=ts.eval_freq,
+            select_metric=ts.select_metric,
+            verbose=ts.verbose,
+        )
+        ckpt_dir = run_dir / "checkpoints" / "last"
+
+        def save(model: PPO) -> Path:
+            meta = {"run_name": run_name, "config_hash": chash}
+            return save_checkpoint(ckpt_dir, model, vec_env, validation.state_dict(), meta)
+
+        # -- model: fresh or resumed -----------------------------------------------------
+        resume = cfg.get("resume")
+        if resume:
+            ckpt = resolve_checkpoint(str(resume))
+            model, state = load_checkpoint(ckpt, vec_env, ts.device, chash)
+            validation.load_state_dict(state["validation"])
+            print(f"resuming from {ckpt} at step {model.num_timesteps}")
+        else:
+            policy = ps.policy
+            model = PPO(
+                "MlpPolicy",
+                vec_env,
+                policy_kwargs=router_policy_kwargs(
+                    components.obs_builder.spec,
+                    hidden=policy.hidden,
+                    latent=policy.latent,
+                    pi_layers=policy.pi_layers,
+                    vf_layers=policy.vf_layers,
+                    activation=policy.activation,
+                ),
+                seed=seed,
+                device=ts.device,
+                verbose=0,
+                **ps.ppo_kwargs(),
+            )
+        model.set_logger(tracker.logger)
+        remaining = ts.total_timesteps - int(model.num_timesteps)
+        callbacks = CallbackList(
+            [EpisodeStatsCallback(components.cache), validation, CheckpointCallback(save, ts.checkpoint_freq)]
+        )
+        t1 = time.perf_counter()
+        if remaining > 0:
+            model.learn(
+                total_timesteps=remaining,
+                callback=callbacks,
+                progress_bar=ts.progress_bar,
+                reset_num_timesteps=not resume,
+                log_interval=1,
+            )
+            # The final validation runs in on_training_end, after SB3's last dump.
+            tracker.logger.dump(model.num_timesteps)
+        else:
+            print(
+                f"nothing to do: the checkpoint is at {model.num_timesteps} >= {ts.total_timesteps} timesteps"
+            )
+        t_learn = time.perf_counter() - t1
+
+        hits1, miss1 = _cache_counts(components.cache)
+        calls = (hits1 - hits0) + (miss1 - miss0)
+        _, md_report = validation.write_report()
+        best = validation.best_summary or {}
+        result = {
+            "run_name": run_name,
+            "run_dir": str(run_dir),
+            "router": str(validation.router_dir),
+            "checkpoint": str(ckpt_dir),
+            "report": str(md_report),
+            "benchmark": components.benchmark,
+            "strategy": (cfg.get("strategy") or {}).get("name"),
+            "cost_lambda": float(components.cost_lambda),
+            "seed": seed,
+            "timesteps": int(model.num_timesteps),
+            "n_train_questions": len(train_items),
+            "n_val_questions": len(val_items),
+            "select_metric": ts.select_metric,
+            "best_score": validation.best_score,
+            "best_step": validation.best_step,
+            "validation": {k: v for k, v in best.items() if k != "tiers"},
+            "llm_calls": calls,
+            "cache_hits": hits1 - hits0,
+            "cache_hit_rate": (hits1 - hits0) / calls if calls else 0.0,
+            "seconds": {
+                "setup": t_setup,
+                "learn": t_learn,
+                "validation": sum(h["seconds"] for h in validation.history),
+            },
+            "wall_s": time.perf_counter() - t0,
+        }
+        atomic_write_json(run_dir / "result.json", result)
+        tracker.summary(
+            {f"best/{k}": v for k, v in result["validation"].items() if isinstance(v, (int, float))}
+        )
+        _print_result(result, md_report)
+        return result
+    finally:
+        if tracker is not None:
+            tracker.finish()
+        if vec_env is not None:
+            vec_env.close()
+        components.close()
+
+
+def _print_result(result: Mapping[str, Any], md_report: Path) -> None:
+    v = result["validation"]
+    cwd = Path(os.getcwd())
+
+    def rel(p: str) -> str:
+        try:
+            return str(Path(p).relative_to(cwd))
+        except ValueError:
+            return p
+
+    print(
+        f"\n== {result['run_name']}: {result['timesteps']} timesteps in {result['wall_s']:.0f} s "
+        f"(setup {result['seconds']['setup']:.0f} s, learning {result['seconds']['learn']:.0f} s)"
+    )
+    if v:
+        print(
+            f"validation ({result['n_val_questions']} held-out questions, "
+            f"best at step {result['best_step']}): "
+            f"F1 {v.get('f1', float('nan')):.4f}, module cost {v.get('module_cost', float('nan')):.4g}, "
+            f"HIGH share {v.get('high_share', float('nan')):.2f}"
+        )
+    print(f"LLM calls {result['llm_calls']} (cache hits {result['cache_hit_rate']:.0%})")
+    print(f"router:            {rel(result['router'])}")
+    print(f"checkpoint:        {rel(result['checkpoint'])}  (resume=<this path>)")
+    print(f"validation report: {rel(str(md_report))}")

@@ -1,0 +1,120 @@
+"""λ × seed sweep summary: a Hydra callback that writes one CSV row per finished job.
+
+``python train.py -m cost.lambda=0,0.1,0.5 seed=0,1`` runs the jobs one after another in one
+process (Hydra's basic launcher); every job shares the call cache, so later jobs are mostly
+cache hits. After each job this callback rewrites ``runs/sweeps/sweep-{start time}.csv``
+atomically with all rows so far (so an interrupted sweep still leaves a summary), and prints
+its path when the sweep ends.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from common.atomic import atomic_write_text
+
+#: CSV columns, in order.
+COLUMNS = (
+    "lambda",
+    "seed",
+    "status",
+    "high_share",
+    "val_f1",
+    "val_em",
+    "val_judge",
+    "val_module_cost",
+    "val_total_cost",
+    "llm_calls",
+    "cache_hits",
+    "cache_hit_rate",
+    "timesteps",
+    "wall_s",
+    "run_name",
+    "router",
+    "error",
+)
+
+
+def summary_row(result: dict[str, Any]) -> dict[str, Any]:
+    """One CSV row from ``policies.training.loop.train``'s result dict."""
+    best = result.get("validation") or {}
+    return {
+        "lambda": result.get("cost_lambda"),
+        "seed": result.get("seed"),
+        "status": "completed",
+        "high_share": best.get("high_share"),
+        "val_f1": best.get("f1"),
+        "val_em": best.get("em"),
+        "val_judge": best.get("judge"),
+        "val_module_cost": best.get("module_cost"),
+        "val_total_cost": best.get("total_cost"),
+        "llm_calls": result.get("llm_calls"),
+        "cache_hits": result.get("cache_hits"),
+        "cache_hit_rate": result.get("cache_hit_rate"),
+        "timesteps": result.get("timesteps"),
+        "wall_s": result.get("wall_s"),
+        "run_name": result.get("run_name"),
+        "router": result.get("router"),
+        "error": "",
+    }
+
+
+def render_csv(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV text (floats with 6 significant digits)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(
+            {k: (f"{v:.6g}" if isinstance(v, float) else ("" if v is None else v)) for k, v in row.items()}
+        )
+    return buf.getvalue()
+
+
+class SweepSummaryCallback(Callback):
+    """Collect each multirun job's result and keep a CSV summary up to date.
+
+    Args:
+        summary_dir: Directory of the sweep CSVs (``runs/sweeps``).
+    """
+
+    def __init__(self, summary_dir: str = "runs/sweeps") -> None:
+        self.summary_dir = Path(summary_dir)
+        self.rows: list[dict[str, Any]] = []
+        self.path: Path | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Name this sweep's CSV after its start time."""
+        self.rows = []
+        self.path = self.summary_dir / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        """Append the job's row (or its error) and rewrite the CSV (multirun only)."""
+        if self.path is None:
+            return
+        if job_return.status == JobStatus.COMPLETED and isinstance(job_return._return_value, dict):
+            row = summary_row(job_return._return_value)
+        else:
+            row = dict.fromkeys(COLUMNS, None)
+            row.update(
+                status="failed",
+                error=repr(job_return._return_value)[:300],
+                run_name=str(config.get("run_name", "")),
+                seed=config.get("seed"),
+                **{"lambda": config.get("cost", {}).get("lambda")},
+            )
+        self.rows.append(row)
+        atomic_write_text(self.path, render_csv(self.rows))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Print where the summary is."""
+        if self.path is not None and self.rows:
+            print(f"sweep summary ({len(self.rows)} runs): {self.path}")

@@ -1,0 +1,98 @@
+"""Logging: SB3's logger to CSV (always) and, when enabled, to Weights & Biases.
+
+wandb is imported only when ``wandb.mode`` is ``offline`` or ``online``. Every value that SB3
+records (``train/policy_gradient_loss``, ``train/value_loss``, ``train/entropy_loss``,
+``train/approx_kl``, ``train/clip_fraction``, ``train/explained_variance``, ``rollout/*``,
+``time/*``) and every value our callbacks record (``reward/*``, ``cost/*``, ``tiers/*``,
+``cache/*``, ``val/*``) goes through one SB3 ``Logger`` whose output formats include a wandb
+writer, so the wandb step is always SB3's ``num_timesteps``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, KVWriter, Logger
+
+from policies.training.settings import WandbSettings
+
+
+class WandbOutputFormat(KVWriter):
+    """An SB3 logger output that forwards each dump to ``wandb.log`` at step ``num_timesteps``.
+
+    Args:
+        run: The ``wandb`` run object.
+    """
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    def write(self, key_values: dict[str, Any], key_excluded: dict[str, Any], step: int = 0) -> None:
+        """Log the numeric values of one dump."""
+        data = {}
+        for key, value in sorted(key_values.items()):
+            excluded = key_excluded.get(key)
+            if excluded is not None and "wandb" in excluded:
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                data[key] = value
+            elif hasattr(value, "item") and getattr(value, "size", 2) == 1:
+                data[key] = value.item()
+        if data:
+            self.run.log(data, step=int(step))
+
+    def close(self) -> None:
+        """Nothing to release (the run is finished by ``Tracker.finish``)."""
+
+
+class Tracker:
+    """Owns the SB3 logger and the optional wandb run of one training run.
+
+    Args:
+        run_dir: The run's output directory (``progress.csv`` and wandb files go here).
+        run_name: The run's name (also the wandb run name).
+        settings: The ``wandb`` section.
+        config: The resolved config (stored as the wandb run config).
+        verbose: Also print SB3's table to stdout after every update.
+    """
+
+    def __init__(
+        self, run_dir: Path, run_name: str, settings: WandbSettings, config: dict[str, Any], verbose: int = 0
+    ) -> None:
+        self.settings = settings
+        self.run: Any = None
+        formats: list[KVWriter] = [CSVOutputFormat(str(run_dir / "progress.csv"))]
+        if verbose:
+            formats.append(HumanOutputFormat(sys.stdout))
+        if settings.enabled:
+            import wandb  # only here: a disabled run never imports wandb
+
+            bench = config.get("benchmark", {}).get("name", "?")
+            strategy = config.get("strategy", {}).get("name", "?")
+            self.run = wandb.init(
+                project=settings.project,
+                entity=settings.entity,
+                group=settings.group or f"{bench}__{strategy}",
+                name=run_name,
+                mode=settings.mode,
+                dir=str(run_dir),
+                config=config,
+                tags=list(settings.tags),
+            )
+            formats.append(WandbOutputFormat(self.run))
+        self.logger = Logger(folder=str(run_dir), output_formats=formats)
+
+    def summary(self, values: dict[str, Any]) -> None:
+        """Store final values in the wandb run summary (no-op when wandb is disabled)."""
+        if self.run is not None:
+            for k, v in values.items():
+                self.run.summary[k] = v
+
+    def finish(self) -> None:
+        """Close the logger files and finish the wandb run."""
+        self.logger.close()
+        if self.run is not None:
+            self.run.finish()
+            self.run = None

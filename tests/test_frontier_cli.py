@@ -1,0 +1,177 @@
+"""End-to-end test of `evaluate.py frontier` on the synthetic fake task (envs.fakes).
+
+Real code paths: checkpoint discovery and loading (policies.router), grouping by λ, the
+record cache, run_episode, best-fixed search on a validation bank, aggregation, verdict,
+CSV/JSON/PNG/metadata outputs. Only the components and banks are the fakes from envs.fakes
+(make_components/question_bank_from need real models and data).
+"""
+
+import argparse
+import json
+
+import pytest
+
+from benchmarks import cli_frontier, frontier_config, frontier_runner, frontier_systems
+from envs.fakes import make_fake_bank, make_fake_components
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _export(path, lam, seed, comps):
+    from stable_baselines3 import PPO
+
+    from envs.reward import RewardShaper
+    from envs.router_env import MemoryRouterEnv
+    from policies.export import export_router
+    from policies.sb3_policy import router_policy_kwargs
+
+    spec = comps.obs_builder.spec
+    env = MemoryRouterEnv(make_fake_bank(2), comps, RewardShaper(cost_lambda=lam), seed=seed)
+    kw = router_policy_kwargs(spec, hidden=8, latent=8, pi_layers=(8,), vf_layers=(8,))
+    model = PPO(
+        "MlpPolicy", env, policy_kwargs=kw, n_steps=20, batch_size=10, n_epochs=1, seed=seed, device="cpu"
+    )
+    model.learn(20)
+    meta = {
+        "observation_spec": spec.to_dict(),
+        "encoder": comps.encoder.name,
+        "cost_lambda": lam,
+        "seed": seed,
+        "config": {"seed": seed, "cost": {"lambda": lam}},
+    }
+    return export_router(model, path, meta, verify=16)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweep")
+    comps = make_fake_components()
+    for lam, seed in [(0.0, 0), (0.0, 1), (0.5, 0)]:
+        _export(root / f"lam{lam}_s{seed}" / "checkpoints" / "best", lam, seed, comps)
+    # a second checkpoint of one run: searching the sweep dir without --checkpoint-glob is ambiguous
+    _export(root / "lam0.0_s0" / "checkpoints" / "last", 0.0, 0, comps)
+    return root
+
+
+def _args(tmp_path, *extra):
+    parser = argparse.ArgumentParser()
+    cli_frontier.add_arguments(parser)
+    return parser.parse_args(
+        ["--out", str(tmp_path / "out"), "--no-progress", "--n-boot", "200", "--random-seeds", "0,1", *extra]
+    )
+
+
+def _run(args):
+    paths = frontier_systems.find_checkpoints(args.routers, args.checkpoint_glob) if args.routers else []
+    routers, ckpts, _ = frontier_systems.router_systems(paths) if paths else ([], [], [])
+    comps = make_fake_components()
+    return cli_frontier.run_with(
+        args, {}, comps, make_fake_bank(4), routers, ckpts, lambda: make_fake_bank(2)
+    )
+
+
+def test_checkpoint_discovery(sweep):
+    with pytest.raises(ValueError, match="checkpoint-glob"):
+        frontier_systems.router_systems(frontier_systems.find_checkpoints([str(sweep)]))
+    best = frontier_systems.find_checkpoints([str(sweep)], "best")
+    assert len(best) == 3 and all(p.name == "best" for p in best)
+    assert frontier_systems.find_checkpoints([str(sweep / "lam*_s0" / "checkpoints" / "best")]) == [
+        p for p in best if "_s0" in str(p)
+    ]
+    with pytest.raises(FileNotFoundError, match="no router checkpoint"):
+        frontier_systems.find_checkpoints([str(sweep / "nothing*")])
+
+
+def test_frontier_end_to_end_and_record_cache(sweep, tmp_path, monkeypatch, capsys):
+    args = _args(tmp_path, "--routers", str(sweep / "lam0.0_s*"), "--checkpoint-glob", "best")
+    assert _run(args) == 0
+    out = tmp_path / "out"
+    text = capsys.readouterr().out
+    assert "Q1." in text and "Q2." in text and "router λ=0" in text
+    data = json.loads((out / "frontier.json").read_text())
+    names = [s["name"] for s in data["systems"]]
+    assert names[0] == "router λ=0" and "random" in names and any(n.startswith("best-fixed (") for n in names)
+    router = data["systems"][0]
+    assert router["n_seeds"] == 2 and router["n_questions"] == 12
+    assert data["systems"][names.index("random")]["n_seeds"] == 2
+    high = data["systems"][names.index("all-high")]
+    assert high["metrics"]["f1"]["mean"] == pytest.approx(1.0)  # the fake task: all-HIGH answers everything
+    assert high["metrics"]["module_cost"]["mean"] == pytest.approx(25.0)
+    low = data["systems"][names.index("all-low")]
+    assert low["metrics"]["module_cost"]["mean"] == pytest.approx(0.5)
+    meta = json.loads((out / "metadata.json").read_text())
+    assert len(meta["checkpoints"]) == 2 and all(len(c["sha256"]) == 64 for c in meta["checkpoints"])
+    assert meta["n_questions"] == 12 and meta["git_commit"]
+    search = data["systems"][names.index(next(n for n in names if n.startswith("best-fixed")))]["params"][
+        "search"
+    ]
+    assert search["n_evaluated"] >= 2 and search["trace"][0]["tiers"] == "H,H,H,H,H"
+    png = (out / "frontier.png").read_bytes()
+    assert png[:4] == b"\x89PNG" and len(png) > 10_000
+    assert (out / "frontier.csv").read_text().count("\n") == len(names) + 1
+
+    # Second run with one more checkpoint: only the new router's questions are evaluated.
+    calls = []
+    real = frontier_runner.evaluate_run
+
+    def counting(run, items, components, store, **kw):
+        calls.append((run.run_id, len(store.missing([str(i.question.question_id) for i in items]))))
+        return real(run, items, components, store, **kw)
+
+    monkeypatch.setattr(frontier_runner, "evaluate_run", counting)
+    args2 = _args(tmp_path, "--routers", str(sweep / "lam*"), "--checkpoint-glob", "best")
+    assert _run(args2) == 0
+    fresh = [(rid, n) for rid, n in calls if n > 0]
+    assert len(fresh) == 1 and fresh[0][1] == 12  # the λ=0.5 router, all 12 questions
+    data2 = json.loads((out / "frontier.json").read_text())
+    assert [s["name"] for s in data2["systems"]][:2] == ["router λ=0", "router λ=0.5"]
+    # cached records give identical numbers
+    assert data2["systems"][0]["metrics"]["f1"] == router["metrics"]["f1"]
+
+
+def test_baselines_only_candidates_search(tmp_path, capsys):
+    args = _args(
+        tmp_path,
+        "--baselines",
+        "all-low,all-high,best-fixed;fixed:L,L,H,L,L",
+        "--best-fixed-search",
+        "candidates",
+        "--best-fixed-candidates",
+        "L,L,H,L,L;L,H,L,L,L",
+        "--best-fixed-budget",
+        "0.3",
+    )
+    assert _run(args) == 0
+    text = capsys.readouterr().out
+    assert "CANNOT TELL: no router was evaluated." in text
+    data = json.loads((tmp_path / "out" / "frontier.json").read_text())
+    names = [s["name"] for s in data["systems"]]
+    assert "fixed:L,L,H,L,L" in names
+    # budget 0.3 * 25 = 7.5: both candidates (cost 5.4) fit; each answers a third of the val questions
+    best = next(s for s in data["systems"] if s["name"].startswith("best-fixed"))
+    assert best["params"]["search"]["budget"] == pytest.approx(7.5)
+    assert best["params"]["tiers"] in ("L,L,H,L,L", "L,H,L,L,L")
+
+
+def test_random_baseline_is_order_independent():
+    items = make_fake_bank(2)
+    comps = make_fake_components()
+    run = frontier_runner.random_run(3)
+    a = [frontier_runner.run_episode_tiers(run, it, comps) for it in items]
+    b = [frontier_runner.run_episode_tiers(run, it, comps) for it in reversed(items)][::-1]
+    assert a == b and len(set(a)) > 1
+
+
+def test_overrides(tmp_path):
+    cfg = frontier_config.apply_overrides(
+        {"cost": {"lambda": 0.1}}, ["cost.unit=usd", "backend=fake", "x.y=[1, 2]"]
+    )
+    assert cfg["cost"] == {"lambda": 0.1, "unit": "usd"}
+    assert cfg["backend"]["name"] == "fake"
+    assert cfg["x"] == {"y": [1, 2]}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        frontier_config.apply_overrides({}, ["oops"])
+    fp1 = frontier_runner.record_fingerprint({"backend": {"name": "fake"}, "question_bank": {"limit": 5}}, {})
+    fp2 = frontier_runner.record_fingerprint({"backend": {"name": "fake"}, "question_bank": {"limit": 9}}, {})
+    fp3 = frontier_runner.record_fingerprint({"backend": {"name": "llamacpp"}}, {})
+    assert fp1 == fp2 != fp3

@@ -1,0 +1,116 @@
+"""LOW (rules) and MID (offline learned) tiers of the implementation strategy on small inputs."""
+
+import pytest
+
+from memory.encoder import get_encoder
+from modules import learned, rules
+from modules.base import ModuleInput
+from modules.compute_costs import RATES, gflops
+from modules.types import Evidence
+
+TS = "1:56 pm on 8 May, 2023"
+EV = (
+    Evidence("a", 'Caroline said, "I went to a LGBTQ support group yesterday and it was so powerful."', TS),
+    Evidence("b", 'Melanie said, "I painted that lake sunrise last year! My kids loved it."', TS),
+    Evidence("c", 'Melanie said, "We are going camping next month with the whole family."', TS),
+)
+
+
+def _inp(module, query="When did Caroline go to the LGBTQ support group?", ev=EV, **kw):
+    return ModuleInput(module, query, ev, **kw)
+
+
+def test_keyword_filter_keeps_overlapping_chunks_and_falls_back_to_first_k():
+    keep, cost = rules.keyword_filter(_inp("filter"), k=5)
+    assert keep == [0] and cost > 0
+    keep, _ = rules.keyword_filter(_inp("filter", query="zzz qqq"), k=2)
+    assert keep == [0, 1]
+
+
+def test_embedding_filter_ranks_by_similarity_and_keeps_at_least_one():
+    enc = get_encoder("hashing")
+    keep, cost = learned.embedding_filter(_inp("filter"), k=1, encoder=enc)
+    assert keep == [0]
+    keep, _ = learned.embedding_filter(_inp("filter", query="zzz qqq"), k=3, encoder=enc)
+    assert len(keep) == 1  # nothing clears the threshold: the best one is kept
+    assert cost == pytest.approx(gflops("minilm", _inp("filter").query + " " + " ".join(e.text for e in EV)))
+
+
+def test_regex_entity_relations_resolve_speaker():
+    rels, _ = rules.regex_entity_relations(_inp("entity"))
+    assert "Caroline | went to | a LGBTQ support group yesterday" in rels
+    assert "Melanie | painted | that lake sunrise last year" in rels
+    assert "Melanie | has | kids" in rels
+
+
+def test_spacy_entity_relations_differ_from_regex():
+    mid, cost = learned.spacy_entity_relations(_inp("entity"))
+    low, _ = rules.regex_entity_relations(_inp("entity"))
+    assert "Caroline | go to | a LGBTQ support group" in mid  # lemma + preposition from the parse
+    assert any(r.endswith("| is a | PERSON") for r in mid)
+    assert mid != low and cost > 0
+
+
+def test_regex_temporal_is_raw_and_tagger_is_normalised_to_session_date():
+    low, _ = rules.regex_temporal_relations(_inp("temporal"))
+    mid, _ = learned.tagger_temporal_relations(_inp("temporal"))
+    assert any("@ yesterday (said 8 May 2023)" in r for r in low)
+    assert any("| 2023-05-07 (yesterday;" in r for r in mid)  # the LoCoMo gold answer: 7 May 2023
+    assert any("| 2022 (last year;" in r for r in mid)
+    assert any("| 2023-06 (next month;" in r for r in mid)
+
+
+def test_tagger_without_any_reference_date_skips_instead_of_using_today():
+    ev = (Evidence("x", 'Bob said, "I moved here yesterday."', None),)
+    assert learned.tagger_temporal_relations(_inp("temporal", ev=ev))[0] == []
+    dated = learned.tagger_temporal_relations(
+        _inp("temporal", ev=ev, question_date="2023/05/30 (Tue) 23:40")
+    )[0]
+    assert any("2023-05-29" in r for r in dated)
+
+
+def test_topics_low_are_words_mid_are_keyphrases():
+    low, _ = rules.frequency_topics(_inp("topic"))
+    mid, _ = learned.textrank_topics(_inp("topic"))
+    assert low and all(" " not in t for t in low)
+    assert "caroline" not in low and "melanie" not in low  # speakers excluded
+    assert mid and mid != low
+
+
+def test_summaries_low_template_mid_extractive():
+    inp = _inp("summary", relations={"temporal": ("went to group | 2023-05-07",)})
+    low = rules.template_summary(inp)
+    mid, _ = learned.extractive_summary(inp, encoder=get_encoder("hashing"))
+    assert low.startswith("Question:") and "1. (8 May 2023) Caroline said" in low and "temporal: went" in low
+    assert "Relevant evidence:" in mid and "Dates: went to group | 2023-05-07" in mid
+    assert "Caroline went to a LGBTQ support group" in mid  # speaker-resolved sentence
+
+
+def test_non_ascii_text_is_handled():
+    ev = (Evidence("u", 'José said, "I moved to Zürich — naïve café life 🎉 yesterday!"', TS),)
+    for fn in (
+        rules.regex_entity_relations,
+        rules.regex_temporal_relations,
+        rules.frequency_topics,
+        learned.spacy_entity_relations,
+        learned.tagger_temporal_relations,
+        learned.textrank_topics,
+    ):
+        module = {"regex_entity_relations": "entity", "spacy_entity_relations": "entity"}.get(
+            fn.__name__, "topic"
+        )
+        value, cost = fn(_inp(module, ev=ev))
+        assert isinstance(value, list) and cost >= 0
+    assert any("2023-05-07" in r for r in learned.tagger_temporal_relations(_inp("temporal", ev=ev))[0])
+
+
+def test_compute_table_orders_tiers_and_rejects_unknown_methods():
+    assert (
+        RATES["regex"].gflops_per_token
+        < RATES["spacy_sm"].gflops_per_token
+        < RATES["minilm"].gflops_per_token
+    )
+    assert RATES["minilm"].gflops_per_token < 2 * 134.5e6 / 1e9  # cheaper than the smallest LLM
+    assert gflops("minilm", 10) == pytest.approx(10 * 2 * 22.7e6 / 1e9)
+    with pytest.raises(KeyError, match="known"):
+        gflops("bert", "x")

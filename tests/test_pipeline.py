@@ -1,0 +1,174 @@
+"""The pipeline runner: step-wise API, inputs per module, costs, caching, determinism, errors."""
+
+import pytest
+
+from memory.encoder import get_encoder
+from modules.backends.fake import FakeBackend
+from modules.base import EMPTY_MEMORY_TEXT, ModuleInput
+from modules.cache import CachedLLM, CallCache
+from modules.cost import Cost
+from modules.local_tier import LRU
+from modules.pipeline import build_pipeline
+from modules.pricing import CostModel
+from modules.tier import MODULE_ORDER, Tier
+from modules.types import Evidence
+
+TS = "1:56 pm on 8 May, 2023"
+EV = [
+    Evidence("a", 'Caroline said, "I went to a LGBTQ support group yesterday and it was so powerful."', TS),
+    Evidence("b", 'Melanie said, "I painted that lake sunrise last year! My kids loved it."', TS),
+    Evidence("c", 'Melanie said, "We are going camping next month."', TS),
+]
+Q = "When did Caroline go to the LGBTQ support group?"
+
+
+def _responder(req):
+    body = req.messages[1]["content"] if req.messages else req.prompt
+    task = body.split("Task:")[-1]
+    if "relevant" in task:
+        return '{"relevant": [1, 3]}'
+    if "items" in task:
+        return '{"items": ["fact from llm"]}'
+    return "Caroline went to the group on 7 May 2023."
+
+
+def _pipe(cache=None, backend=None, **opts):
+    backend = backend or FakeBackend(responder=_responder)
+    return build_pipeline(
+        "implementation",
+        {"high": CachedLLM(backend, cache)},
+        CostModel(),
+        get_encoder("hashing"),
+        cache,
+        **opts,
+    )
+
+
+def test_stepwise_inputs_follow_the_dag():
+    run = _pipe(module_topk=2).begin(Q, EV)
+    assert run.next_module == "filter" and "camping" in run.current_input_text()  # retrieved evidence
+    run.step(Tier.LOW)
+    assert run.next_module == "entity"
+    filtered_text = run.current_input_text()
+    assert "support group" in filtered_text and "camping" not in filtered_text  # filtered evidence
+    run.step("MID")
+    assert run.current_input_text() == filtered_text  # temporal reads the same filtered evidence
+    run.step(1)
+    run.step(Tier.HIGH)
+    assert run.next_module == "summary"
+    summary_input = run.current_input_text()  # the relations extracted so far
+    assert "entity: Caroline | go to | a LGBTQ support group" in summary_input
+    assert "topic: fact from llm" in summary_input and "2023-05-07" in summary_input
+    run.step(Tier.HIGH)
+    assert run.done
+    with pytest.raises(RuntimeError, match="done"):
+        run.step(Tier.LOW)
+    res = run.result()
+    assert res.memory_text == "Caroline went to the group on 7 May 2023."
+    assert res.tiers == (Tier.LOW, Tier.MID, Tier.MID, Tier.HIGH, Tier.HIGH)
+
+
+def test_summary_input_falls_back_to_evidence_without_relations():
+    backend = FakeBackend(responder=lambda r: '{"items": []}')
+    run = _pipe(backend=backend).begin(Q, EV[:1])
+    for t in (Tier.LOW, Tier.HIGH, Tier.HIGH, Tier.HIGH):
+        run.step(t)
+    assert run.current_input_text() == EV[0].text
+
+
+def test_run_matches_stepwise_and_costs_add_up():
+    pipe = _pipe()
+    tiers = (Tier.MID, Tier.LOW, Tier.MID, Tier.LOW, Tier.HIGH)
+    res = pipe.run(Q, EV, tiers)
+    run = pipe.begin(Q, EV)
+    for t in tiers:
+        run.step(t)
+    assert run.result().memory_text == res.memory_text
+    total = Cost()
+    for c in res.cost_breakdown().values():
+        total = total + c
+    assert total == res.total_cost and list(res.cost_breakdown()) == list(MODULE_ORDER)
+    assert res.total_cost.calls == 1  # only the HIGH summary called the LLM
+    assert res.to_dict()["tiers"] == ["MID", "LOW", "MID", "LOW", "HIGH"]
+
+
+def test_tiers_give_different_outputs_and_costs_order():
+    pipe = _pipe()
+    results = {t: pipe.run(Q, EV, [t] * 5) for t in Tier}
+    for m in MODULE_ORDER[1:]:
+        texts = {results[t].outputs[m].text for t in Tier}
+        assert len(texts) == 3, m
+    assert (
+        results[Tier.LOW].total_cost.value
+        < results[Tier.MID].total_cost.value
+        < results[Tier.HIGH].total_cost.value
+    )
+
+
+def test_high_summary_prompt_contains_the_evidence():
+    backend = FakeBackend(responder=_responder)
+    _pipe(backend=backend).run(Q, EV, [Tier.LOW] * 4 + [Tier.HIGH])
+    summary_req = backend.seen[-1]
+    assert "support group yesterday" in summary_req.messages[1]["content"]
+
+
+def test_empty_evidence_gives_defined_output_without_llm_calls():
+    backend = FakeBackend()
+    res = _pipe(backend=backend).run(Q, [], [Tier.HIGH] * 5)
+    assert res.memory_text == EMPTY_MEMORY_TEXT and backend.calls == 0 and res.total_cost == Cost()
+
+
+def test_degraded_modules_are_visible_in_the_result():
+    backend = FakeBackend(responder=lambda r: "not json at all")
+    res = _pipe(backend=backend).run(Q, EV, [Tier.HIGH] * 5)
+    assert res.degraded_modules == MODULE_ORDER[:4]  # the summary's free text parses fine
+    assert res.parse_failures == 4 and res.total_cost.failures == 4
+
+
+def test_local_tiers_are_cached_in_process_and_persistently(tmp_path):
+    LRU.clear()
+    cache = CallCache(tmp_path / "calls.sqlite")
+    pipe = _pipe(cache=cache)
+    first = pipe.run(Q, EV, [Tier.MID] * 5)
+    assert not any(o.cached for o in first.outputs.values())
+    second = pipe.run(Q, EV, [Tier.MID] * 5)
+    assert all(o.cached for o in second.outputs.values())
+    assert second.total_cost == first.total_cost  # replays keep the original latency and cost
+    LRU.clear()  # a new process: the persistent cache still serves them
+    third = pipe.run(Q, EV, [Tier.MID] * 5)
+    assert all(o.cached for o in third.outputs.values()) and third.memory_text == first.memory_text
+    # Relation extractors ignore the question: another question over the same evidence hits.
+    filtered = first.outputs["filter"].value
+    entity = pipe.modules["entity"]
+    assert entity.run(ModuleInput("entity", "What did Melanie paint?", filtered), Tier.MID).cached
+    assert (
+        not pipe.modules["filter"]
+        .run(ModuleInput("filter", "What did Melanie paint?", tuple(EV)), Tier.MID)
+        .cached
+    )
+
+
+def test_deterministic_across_pipelines():
+    a = _pipe().run(Q, EV, [Tier.MID] * 5)
+    LRU.clear()
+    b = _pipe().run(Q, EV, [Tier.MID] * 5)
+    assert a.memory_text == b.memory_text
+    assert [a.outputs[m].value for m in MODULE_ORDER] == [b.outputs[m].value for m in MODULE_ORDER]
+
+
+def test_bad_arguments_have_clear_errors():
+    pipe = _pipe()
+    with pytest.raises(ValueError, match="need 5 tiers"):
+        pipe.run(Q, EV, [Tier.LOW])
+    with pytest.raises(ValueError, match="unknown tier"):
+        pipe.run(Q, EV, ["LOW"] * 4 + ["ULTRA"])
+    with pytest.raises(TypeError, match=r"evidence\[1\]"):
+        pipe.begin(Q, [EV[0], "raw text"])
+    with pytest.raises(KeyError, match="unknown tiering strategy"):
+        build_pipeline("magic", {}, CostModel(), get_encoder("hashing"))
+    with pytest.raises(TypeError, match="unknown options"):
+        _pipe(modul_topk=3)
+    with pytest.raises(ValueError, match="needs an LLM"):
+        build_pipeline("implementation", {"a": 1, "b": 2}, CostModel(), get_encoder("hashing"))
+    with pytest.raises(RuntimeError, match="not finished"):
+        pipe.begin(Q, EV).result()

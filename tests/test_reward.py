@@ -1,0 +1,167 @@
+"""Reward shaping on hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from envs.reward import CostAlignment, CostNormalizer, RewardShaper, percentile_linear
+
+
+def test_percentile_linear_matches_hand_and_numpy():
+    x = np.array([4.0, 1.0, 3.0, 2.0])
+    # sorted 1,2,3,4; P5 -> h = 3*0.05 = 0.15 -> 1 + 0.15*(2-1) = 1.15
+    assert percentile_linear(x, 5) == pytest.approx(1.15)
+    # P95 -> h = 2.85 -> 3 + 0.85*(4-3) = 3.85
+    assert percentile_linear(x, 95) == pytest.approx(3.85)
+    rng = np.random.default_rng(0)
+    y = rng.random(17)
+    for q in (0, 5, 50, 95, 100):
+        assert percentile_linear(y, q) == pytest.approx(np.percentile(y, q))
+    with pytest.raises(ValueError):
+        percentile_linear(np.array([]), 5)
+
+
+def test_normaliser_hand_case():
+    norm = CostNormalizer(window=10)
+    for c in (1.0, 4.0, 9.0):
+        norm.normalise(c)
+    # window sqrt = [1, 2, 3, 4] after adding 16; P5 = 1.15, P95 = 3.85
+    c_hat, b = norm.normalise(16.0)
+    assert b["p_low"] == pytest.approx(1.15)
+    assert b["p_high"] == pytest.approx(3.85)
+    assert c_hat == 1.0  # sqrt(16)=4 > P95: clipped
+    c_hat, _ = norm.normalise(4.0, update=False)
+    assert c_hat == pytest.approx((2.0 - 1.15) / (3.85 - 1.15))
+    assert len(norm) == 4
+
+
+def test_normaliser_window_evicts_oldest():
+    norm = CostNormalizer(window=3)
+    for c in (100.0, 1.0, 4.0, 9.0):
+        norm.normalise(c)
+    assert norm.costs == [1.0, 4.0, 9.0]  # 100 evicted
+    # sqrt window [1,2,3]: P5 = 1 + 0.1*1 = 1.1, P95 = 2 + 0.9 = 2.9
+    p_lo, p_hi = norm.bounds()
+    assert (p_lo, p_hi) == (pytest.approx(1.1), pytest.approx(2.9))
+    # Without eviction the huge cost would set P95 near 10 and 4.0 would look cheap.
+    c_hat, _ = norm.normalise(4.0, update=False)
+    assert c_hat == pytest.approx((2 - 1.1) / 1.8)
+
+
+def test_normaliser_all_zero_costs():
+    norm = CostNormalizer(window=5)
+    for _ in range(5):
+        c_hat, b = norm.normalise(0.0)
+        assert c_hat == 0.0
+        assert (b["p_low"], b["p_high"]) == (0.0, 1.0)  # P95 = 0 -> set to 1
+    # A non-zero cost against an all-zero window: c_hat = min(sqrt(c), 1) (window now has it too)
+    c_hat, _ = norm.normalise(0.25, update=False)
+    assert c_hat == pytest.approx(0.5)
+
+
+def test_normaliser_single_sample_window():
+    norm = CostNormalizer(window=1)
+    c_hat, b = norm.normalise(4.0)
+    # P5 = P95 = 2 > 0 -> P5 = 0.9 * 2 = 1.8 -> (2 - 1.8) / 0.2 = 1
+    assert b["p_low"] == pytest.approx(1.8)
+    assert c_hat == pytest.approx(1.0)
+    c_hat, _ = norm.normalise(0.0)
+    assert c_hat == 0.0
+    assert norm.costs == [0.0]
+
+
+def test_normaliser_rejects_bad_input():
+    with pytest.raises(ValueError, match="window"):
+        CostNormalizer(window=0)
+    with pytest.raises(ValueError, match="low_pct"):
+        CostNormalizer(low_pct=95, high_pct=5)
+    with pytest.raises(ValueError, match="raw cost"):
+        CostNormalizer().normalise(-1.0)
+    with pytest.raises(ValueError, match="raw cost"):
+        CostNormalizer().normalise(float("nan"))
+
+
+def test_alpha_window_hand_case():
+    al = CostAlignment(mode="window", window=3)
+    assert al.update(1.0, 0.5) == 1.0  # fewer than min_history=2 pairs -> alpha0
+    # tasks [1, 0], costs [0.5, 0.0]: std 0.5 / 0.25 = 2
+    assert al.update(0.0, 0.0) == pytest.approx(2.0)
+    al.update(1.0, 0.5)
+    # window 3: tasks [1,0,1] std = sqrt(2/9); costs [.5,0,.5] std = sqrt(2/9)/2 -> 2
+    assert al.alpha == pytest.approx(2.0)
+    al.update(1.0, 1.0)  # evicts the first pair: tasks [0,1,1], costs [0,.5,1]
+    expected = np.std([0, 1, 1]) / np.std([0, 0.5, 1.0])
+    assert al.alpha == pytest.approx(expected)
+
+
+def test_alpha_frozen_after_warmup_and_floors_and_clip():
+    al = CostAlignment(mode="frozen", warmup=3, alpha_min=0.01, alpha_max=100)
+    al.update(0.0, 0.0)
+    al.update(1.0, 0.5)
+    a3 = al.update(0.0, 0.0)
+    assert al.frozen_alpha == pytest.approx(a3)
+    assert al.update(1.0, 1.0) == pytest.approx(a3)  # frozen: new pairs no longer move it
+    # zero task spread: 1e-5 / std_cost, clipped to alpha_min
+    al2 = CostAlignment(mode="window")
+    al2.update(0.0, 0.0)
+    assert al2.update(0.0, 1.0) == pytest.approx(0.01)
+    # zero cost spread: std_task / 1e-5, clipped to alpha_max
+    al3 = CostAlignment(mode="window")
+    al3.update(0.0, 0.3)
+    assert al3.update(1.0, 0.3) == pytest.approx(100.0)
+    # both zero: 1e-5 / 1e-5 = 1
+    al4 = CostAlignment(mode="window")
+    al4.update(0.5, 0.5)
+    assert al4.update(0.5, 0.5) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="alpha mode"):
+        CostAlignment(mode="ema")
+
+
+def test_shaper_lambda_zero_is_task_reward():
+    sh = RewardShaper(cost_lambda=0.0)
+    for rt, c in [(0.3, 1.0), (1.0, 50.0), (0.0, 0.0)]:
+        reward, terms = sh.shape(rt, c)
+        assert reward == rt
+        assert terms["cost_term"] == 0.0
+
+
+def test_shaper_hand_case_and_fixed_alpha():
+    sh = RewardShaper(cost_lambda=0.5, alpha_mode="fixed", alpha=2.0, window=10)
+    sh.shape(1.0, 1.0)
+    sh.shape(0.0, 9.0)
+    # window sqrt [1,3,2] after adding 4 -> sorted [1,2,3]: P5 = 1.1, P95 = 2.9
+    reward, terms = sh.shape(0.5, 4.0)
+    c_hat = (2.0 - 1.1) / 1.8
+    assert terms["cost_norm"] == pytest.approx(c_hat)
+    assert terms["r_cost"] == pytest.approx(1 - c_hat)
+    assert reward == pytest.approx(0.5 + 0.5 * 2.0 * (1 - c_hat))
+    assert set(terms) >= {"r_task", "raw_cost", "r_cost", "alpha", "cost_lambda", "cost_term", "reward"}
+
+
+def test_shaper_prefers_cheaper_at_equal_task_score():
+    sh = RewardShaper(cost_lambda=0.3, alpha_mode="window")
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        sh.shape(float(rng.random()), float(rng.random() * 10))
+    r_cheap, _ = sh.shape(0.5, 0.5)
+    r_dear, _ = sh.shape(0.5, 9.0)
+    assert r_cheap > r_dear
+
+
+def test_shaper_config_and_state_round_trip():
+    cfg = {"lambda": 0.2, "window": 5, "unit": "gflops", "alpha": {"mode": "window", "window": 4}}
+    sh = RewardShaper.from_config(cfg)
+    for c in (1.0, 2.0, 3.0):
+        sh.shape(0.5, c)
+    other = RewardShaper.from_config(cfg)
+    other.load_state_dict(sh.state_dict())
+    assert other.shape(0.7, 2.5) == sh.shape(0.7, 2.5)
+    with pytest.raises(ValueError, match="unknown keys"):
+        RewardShaper.from_config({"alpha": {"mod": "window"}})
+    with pytest.raises(ValueError, match="cost_lambda"):
+        RewardShaper(cost_lambda=-1)
+    with pytest.raises(ValueError, match="r_task"):
+        RewardShaper().shape(math.nan, 1.0)
