@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import os
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -51,6 +52,7 @@ class Benchmark(abc.ABC):
     def __init__(self, data_dir: str | os.PathLike[str] | None = None) -> None:
         self.data_dir: Path = resolve_data_dir(data_dir)
         self.checksums: dict[str, str] = {}
+        self._raw: dict[str, Any] = {}
 
     def data_files(self) -> list[Path]:
         """Paths of the data files this benchmark reads (each must exist).
@@ -65,6 +67,16 @@ class Benchmark(abc.ABC):
         path = data_file(name, self.data_dir)
         self.checksums.update(verify_checksums([path]))
         return path
+
+    def _read(self, name: str, reader: Callable[[Path], Any]) -> tuple[Path, Any]:
+        """Read (once per instance) and return ``(path, reader(path))`` for a data file.
+
+        Loading several splits re-parses nothing: the raw document is kept on the instance.
+        """
+        path = self._path(name)
+        if name not in self._raw:
+            self._raw[name] = reader(path)
+        return path, self._raw[name]
 
     @abc.abstractmethod
     def load(self, split: str) -> list[Sample]:

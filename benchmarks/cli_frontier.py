@@ -91,6 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     a("--limit", type=int, default=None, help="evaluate at most N test questions (bank selection order)")
+    a("--max-samples", type=int, default=None, help="use only the first N histories of the split")
+    a("--judge", action="store_true", help="also score answers with the LLM judge (judge.enabled=true)")
     a("--val-split", default="val", help="split used to choose best-fixed")
     a("--val-limit", type=int, default=50, help="validation questions for the best-fixed search")
     a("--best-fixed-search", default="greedy", choices=SEARCH_METHODS)
@@ -105,7 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--boot-seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
     a("--alpha", type=float, default=DEFAULT_ALPHA, help="1 - confidence level of the intervals")
     a("--out", default=None, help="output dir (default runs/frontier/<benchmark>-<split>)")
-    a("--chunk", type=int, default=8, help="questions evaluated between two record-cache saves")
+    a("--chunk", type=int, default=1, help="questions evaluated between two record-cache saves")
     a("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -121,7 +123,13 @@ def run(args: argparse.Namespace) -> int:
     paths = find_checkpoints(args.routers, args.checkpoint_glob) if args.routers else []
     routers, ckpts, router_cfgs = router_systems(paths) if paths else ([], [], [])
     cfg = resolve_config(args, router_cfgs)
-    cfg.setdefault("question_bank", {})
+    qb = cfg.setdefault("question_bank", {})
+    # A training config may restrict histories (max_samples) for speed; evaluation uses the whole
+    # split unless asked otherwise.
+    qb["max_samples"] = args.max_samples
+    if args.judge:
+        cfg["judge"] = {**(cfg.get("judge") or {}), "enabled": True}
+    _warn_config_mismatch(router_cfgs, ckpts)
     components = make_components(cfg)
     try:
         test_cfg = copy.deepcopy(cfg)
@@ -132,6 +140,18 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         components.close()
+
+
+def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[str, Any]]) -> None:
+    """Warn when routers were trained with different pipelines (they are all evaluated with one)."""
+    prints = [record_fingerprint(c, {}) if c else None for c in router_cfgs]
+    known = [(p, c["path"]) for p, c in zip(prints, ckpts, strict=True) if p is not None]
+    if len({p for p, _ in known}) > 1:
+        print(
+            "warning: the routers' recorded configs differ in evaluation-relevant sections (benchmark, "
+            "strategy, backend, memory, ...); all are evaluated with the resolved config in metadata.json: "
+            + ", ".join(f"{path} [{p}]" for p, path in known)
+        )
 
 
 def _val_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:
@@ -163,7 +183,15 @@ def run_with(
 ) -> int:
     """Everything after the components and the test bank exist (tests call this with fakes)."""
     from benchmarks.frontier_plot import plot_frontier
-    from benchmarks.report import analyse, format_table, json_safe, verdict_lines, write_csv, write_json
+    from benchmarks.report import (
+        analyse,
+        format_category_table,
+        format_table,
+        json_safe,
+        verdict_lines,
+        write_csv,
+        write_json,
+    )
     from common.provenance import run_metadata
 
     bench = str(components.benchmark)
@@ -244,6 +272,8 @@ def run_with(
     plot_frontier(report, out / "frontier.png", title=title)
     print(f"\n{title}\n")
     print(format_table(report))
+    print()
+    print(format_category_table(report))
     print()
     print("\n".join(verdict_lines(report)))
     print(f"\nwrote {out}/: frontier.csv, frontier.json, frontier.png, metadata.json")

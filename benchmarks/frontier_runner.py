@@ -169,7 +169,7 @@ def evaluate_run(
     components: Any,
     store: RecordStore,
     *,
-    chunk: int = 8,
+    chunk: int = 1,
     progress: bool = True,
     desc: str = "",
 ) -> list[dict[str, Any]]:
@@ -219,7 +219,7 @@ def evaluate_systems(
     components: Any,
     store_dir: str | Path,
     *,
-    chunk: int = 8,
+    chunk: int = 1,
     progress: bool = True,
 ) -> list[SystemRuns]:
     """Evaluate every run of every system (using the record cache) and collect :class:`SystemRuns`."""

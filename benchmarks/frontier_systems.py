@@ -96,7 +96,8 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
         seen[key] = path
         sha = _checkpoint_sha(path)
         run = RunSpec(
-            run_id=f"router-{sha[:16]}",
+            # λ is an observation feature: the same weights at another λ route differently.
+            run_id=f"router-{sha[:16]}" + (f"-lam{float(lam):g}" if lam is not None else ""),
             decide_for=lambda _item, r=router: r.decide,
             cost_lambda=float(lam) if lam is not None else None,
             seed=int(seed) if isinstance(seed, int) else None,

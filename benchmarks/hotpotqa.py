@@ -141,8 +141,8 @@ class HotpotQA(Benchmark):
     def load(self, split: str) -> list[Sample]:
         """Load the questions of ``split`` in file order."""
         check_split(split)
-        path = self._path(self.file)
-        samples = [parse_record(r, i, path) for i, r in enumerate(read_records(path))]
+        path, records = self._read(self.file, read_records)
+        samples = [parse_record(r, i, path) for i, r in enumerate(records)]
         if split == "all":
             return samples
         assignment = split_of([s.sample_id for s in samples])

@@ -88,9 +88,12 @@ def iter_json_list(fh: TextIO, path: Path, block: int = BLOCK) -> Iterator[Any]:
                 obj, end = decoder.raw_decode(buf, pos)
                 break
             except json.JSONDecodeError as exc:
-                cut = exc.pos >= len(buf) - _SLACK or exc.msg.startswith("Unterminated")
-                if cut and fill():
+                may_be_cut = exc.pos >= len(buf) - _SLACK or exc.msg.startswith("Unterminated")
+                if may_be_cut and fill():
                     continue
+                # With the whole rest of the file in the buffer, an error at its very end (or an
+                # unterminated string) means the file stops early; anything else is bad syntax.
+                cut = exc.pos >= len(buf.rstrip()) or exc.msg.startswith("Unterminated")
                 what = "file ends inside this record (truncated)" if cut else f"invalid JSON ({exc.msg})"
                 raise DataFileError(f"{path}: record index {index}: field <json>: {what}") from exc
         yield obj

@@ -189,8 +189,8 @@ class LoCoMo(Benchmark):
     def load(self, split: str) -> list[Sample]:
         """Load the conversations of ``split`` (see :data:`SPLIT_INDICES`)."""
         check_split(split)
-        path = self._path(FILE)
-        records = expect_list(load_json(path), RecordRef(path, "<top level>"), "<top level>")
+        path, doc = self._read(FILE, load_json)
+        records = expect_list(doc, RecordRef(path, "<top level>"), "<top level>")
         wanted = SPLIT_INDICES[split]
         if split == "all":
             wanted = tuple(range(len(records)))

@@ -131,9 +131,9 @@ class _LongMemEvalBase(Benchmark):
         check_split(split)
         if split == "all":
             return None
-        path = self._path(SPLITS_FILE)
+        path, doc = self._read(SPLITS_FILE, load_json)
         ref = RecordRef(path, "<top level>")
-        ids = field(load_json(path), split, list, ref)
+        ids = field(doc, split, list, ref)
         for i, qid in enumerate(ids):
             if not isinstance(qid, str):
                 raise ref.error(f"{split}[{i}]", f"expected str question id, got {type(qid).__name__}")
@@ -179,8 +179,8 @@ class LongMemEvalOracle(_LongMemEvalBase):
     def load(self, split: str) -> list[Sample]:
         """Load the questions of ``split`` from the oracle file."""
         wanted = self.split_ids(split)
-        path = self._path(ORACLE_FILE)
-        records = expect_list(load_json(path), RecordRef(path, "<top level>"), "<top level>")
+        path, doc = self._read(ORACLE_FILE, load_json)
+        records = expect_list(doc, RecordRef(path, "<top level>"), "<top level>")
         by_id: dict[str, tuple[int, Any]] = {}
         for i, rec in enumerate(records):
             qid = field(rec, "question_id", str, RecordRef(path, f"index {i}"))

@@ -273,6 +273,18 @@ def format_table(report: FrontierReport) -> str:
     return "\n".join(lines)
 
 
+def format_category_table(report: FrontierReport, metric: str = "f1") -> str:
+    """Per-category means of ``metric`` (one row per system, one column per category)."""
+    cats = sorted({c for s in report.summaries for c in s.per_category})
+    headers = ["system", *(f"{metric} cat {c}" for c in cats)]
+    rows = [
+        [s.name, *(_fmt(s.per_category[c][metric].mean) if c in s.per_category else "-" for c in cats)]
+        for s in report.summaries
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [headers, *rows])
+
+
 def csv_rows(report: FrontierReport) -> list[dict[str, Any]]:
     """One flat row per system (means, interval bounds, ratios, tier shares, categories)."""
     cats = sorted({c for s in report.summaries for c in s.per_category})

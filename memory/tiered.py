@@ -421,7 +421,7 @@ def _check_importance(importance: Sequence[float] | np.ndarray | None, n: int) -
         raise ValueError(f"ingest: got {imp.shape[0]} importance values for {n} texts")
     bad = np.flatnonzero(~np.isfinite(imp) | (imp < 0.0) | (imp > 1.0))
     if len(bad):
-        raise ValueError(f"ingest: importance[{bad[0]}] = {imp[bad[0]]!r} is not a number in [0, 1]")
+        raise ValueError(f"ingest: importance[{bad[0]}] = {float(imp[bad[0]])!r} is not a number in [0, 1]")
     return imp.astype(np.float32)
 
 

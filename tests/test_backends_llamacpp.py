@@ -59,20 +59,29 @@ def test_completion_mode_prompt(smol) -> None:
     assert r.ok and r.text.strip().startswith("5")
 
 
-def test_long_prompt_is_truncated_in_the_middle_not_failed(smol) -> None:
-    filler = " ".join(f"filler{i}" for i in range(600))
+@pytest.fixture(scope="module")
+def tiny_ctx():
+    be = get_backend("llamacpp", model="smollm2-135m", n_ctx=160, n_threads=1)
+    yield be
+    be.close()
+
+
+def test_long_prompt_is_truncated_in_the_middle_not_failed(tiny_ctx) -> None:
+    filler = " ".join(f"filler{i}" for i in range(150))
     req = chat(f"INSTRUCTIONS: answer yes. {filler} QUESTION: ok?", max_tokens=8)
-    (r,) = smol.generate([req])
-    assert r.ok and r.truncated and r.tokens_in <= 512 - 8
-    assert smol.count_tokens("hello world") == 2
+    (r,) = tiny_ctx.generate([req])
+    assert r.ok and r.truncated and 100 < r.tokens_in <= 160 - 8
+    sent = tiny_ctx.prompt_tokens(req)
+    assert sent > 160  # the untruncated prompt really did not fit
+    assert tiny_ctx.count_tokens("hello world") == 2
 
 
-def test_context_overflow_that_cannot_be_fixed_is_an_error(smol) -> None:
-    big_system = " ".join(f"rule{i}" for i in range(600))
+def test_context_overflow_that_cannot_be_fixed_is_an_error(tiny_ctx) -> None:
+    big_system = " ".join(f"rule{i}" for i in range(150))
     req = GenerationRequest(
         messages=({"role": "system", "content": big_system}, {"role": "user", "content": "hi"}), max_tokens=8
     )
-    (r,) = smol.generate([req])
+    (r,) = tiny_ctx.generate([req])
     assert r.finish_reason == "error" and "n_ctx" in (r.error or "")
 
 

@@ -12,28 +12,30 @@ import json
 import pytest
 
 from benchmarks import cli_frontier, frontier_config, frontier_runner, frontier_systems
-from envs.fakes import make_fake_bank, make_fake_components
+from envs.fakes import TIER_COSTS, make_fake_bank, make_fake_components
+from modules.tier import Tier
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _export(path, lam, seed, comps):
+def _model(seed, comps):
+    """An (untrained) PPO router: export and evaluation do not care whether it learned anything."""
     from stable_baselines3 import PPO
 
     from envs.reward import RewardShaper
     from envs.router_env import MemoryRouterEnv
-    from policies.export import export_router
     from policies.sb3_policy import router_policy_kwargs
 
-    spec = comps.obs_builder.spec
-    env = MemoryRouterEnv(make_fake_bank(2), comps, RewardShaper(cost_lambda=lam), seed=seed)
-    kw = router_policy_kwargs(spec, hidden=8, latent=8, pi_layers=(8,), vf_layers=(8,))
-    model = PPO(
-        "MlpPolicy", env, policy_kwargs=kw, n_steps=20, batch_size=10, n_epochs=1, seed=seed, device="cpu"
-    )
-    model.learn(20)
+    env = MemoryRouterEnv(make_fake_bank(1), comps, RewardShaper(), seed=seed)
+    kw = router_policy_kwargs(comps.obs_builder.spec, hidden=8, latent=8, pi_layers=(8,), vf_layers=(8,))
+    return PPO("MlpPolicy", env, policy_kwargs=kw, n_steps=16, batch_size=16, seed=seed, device="cpu")
+
+
+def _export(model, path, lam, seed, comps):
+    from policies.export import export_router
+
     meta = {
-        "observation_spec": spec.to_dict(),
+        "observation_spec": comps.obs_builder.spec.to_dict(),
         "encoder": comps.encoder.name,
         "cost_lambda": lam,
         "seed": seed,
@@ -46,10 +48,12 @@ def _export(path, lam, seed, comps):
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
     comps = make_fake_components()
+    models = {0: _model(0, comps), 1: _model(1, comps)}
+    # λ=0.5 reuses seed 0's weights: its records must still be its own (λ is in the observation)
     for lam, seed in [(0.0, 0), (0.0, 1), (0.5, 0)]:
-        _export(root / f"lam{lam}_s{seed}" / "checkpoints" / "best", lam, seed, comps)
+        _export(models[seed], root / f"lam{lam}_s{seed}" / "checkpoints" / "best", lam, seed, comps)
     # a second checkpoint of one run: searching the sweep dir without --checkpoint-glob is ambiguous
-    _export(root / "lam0.0_s0" / "checkpoints" / "last", 0.0, 0, comps)
+    _export(models[0], root / "lam0.0_s0" / "checkpoints" / "last", 0.0, 0, comps)
     return root
 
 
@@ -96,9 +100,9 @@ def test_frontier_end_to_end_and_record_cache(sweep, tmp_path, monkeypatch, caps
     assert data["systems"][names.index("random")]["n_seeds"] == 2
     high = data["systems"][names.index("all-high")]
     assert high["metrics"]["f1"]["mean"] == pytest.approx(1.0)  # the fake task: all-HIGH answers everything
-    assert high["metrics"]["module_cost"]["mean"] == pytest.approx(25.0)
+    assert high["metrics"]["module_cost"]["mean"] == pytest.approx(5 * TIER_COSTS[Tier.HIGH])
     low = data["systems"][names.index("all-low")]
-    assert low["metrics"]["module_cost"]["mean"] == pytest.approx(0.5)
+    assert low["metrics"]["module_cost"]["mean"] == pytest.approx(5 * TIER_COSTS[Tier.LOW])
     meta = json.loads((out / "metadata.json").read_text())
     assert len(meta["checkpoints"]) == 2 and all(len(c["sha256"]) == 64 for c in meta["checkpoints"])
     assert meta["n_questions"] == 12 and meta["git_commit"]
@@ -147,9 +151,10 @@ def test_baselines_only_candidates_search(tmp_path, capsys):
     data = json.loads((tmp_path / "out" / "frontier.json").read_text())
     names = [s["name"] for s in data["systems"]]
     assert "fixed:L,L,H,L,L" in names
-    # budget 0.3 * 25 = 7.5: both candidates (cost 5.4) fit; each answers a third of the val questions
+    # budget 0.3 x all-HIGH: both candidates (one HIGH, four LOW) fit; each answers a third of val
     best = next(s for s in data["systems"] if s["name"].startswith("best-fixed"))
-    assert best["params"]["search"]["budget"] == pytest.approx(7.5)
+    assert best["params"]["search"]["budget"] == pytest.approx(0.3 * 5 * TIER_COSTS[Tier.HIGH])
+    assert TIER_COSTS[Tier.HIGH] + 4 * TIER_COSTS[Tier.LOW] <= 0.3 * 5 * TIER_COSTS[Tier.HIGH]
     assert best["params"]["tiers"] in ("L,L,H,L,L", "L,H,L,L,L")
 
 

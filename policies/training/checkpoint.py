@@ -31,13 +31,20 @@ STATE_FILE = "state.json"
 STATE_VERSION = 1
 
 
-def config_hash(config: Mapping[str, Any], ignore: tuple[str, ...] = ("resume", "train", "wandb")) -> str:
+#: Top-level config keys that may differ between a run and its resumption.
+RESUME_FREE_KEYS = ("resume", "train", "wandb", "runs_dir", "run_dir", "cache", "data_dir")
+
+
+def config_hash(config: Mapping[str, Any], ignore: tuple[str, ...] = RESUME_FREE_KEYS) -> str:
     """Hash of the parts of a config that must match for a resume to make sense.
 
-    The training budget, resume path and tracking settings may change between the original
-    and the resumed run; benchmark, strategy, backend, cost and PPO settings may not.
+    The training budget, paths (run, cache and data directories), the resume path and the
+    tracking settings may change between the original and the resumed run; benchmark,
+    strategy, backend, memory, cost and PPO settings may not.
     """
     kept = {k: v for k, v in config.items() if k not in ignore}
+    if isinstance(kept.get("question_bank"), Mapping):
+        kept["question_bank"] = {k: v for k, v in kept["question_bank"].items() if k != "cache_dir"}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -89,6 +96,11 @@ def resolve_checkpoint(path: str | Path) -> Path:
         f"resume={path!s}: no checkpoint there (expected {MODEL_FILE} and {STATE_FILE} in it or in "
         "its checkpoints/last/)"
     )
+
+
+def checkpoint_step(path: Path) -> int:
+    """The ``num_timesteps`` a checkpoint directory was saved at."""
+    return int(json.loads((path / STATE_FILE).read_text(encoding="utf-8"))["num_timesteps"])
 
 
 def load_checkpoint(

@@ -30,7 +30,13 @@ from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
-from policies.training.checkpoint import config_hash, load_checkpoint, resolve_checkpoint, save_checkpoint
+from policies.training.checkpoint import (
+    checkpoint_step,
+    config_hash,
+    load_checkpoint,
+    resolve_checkpoint,
+    save_checkpoint,
+)
 from policies.training.settings import PPOSettings, TrainSettings, WandbSettings
 from policies.training.tracking import Tracker
 from policies.training.vec_env import build_vec_env
@@ -107,6 +113,10 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
     atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
     atomic_write_json(run_dir / "run_metadata.json", provenance)
     chash = config_hash(cfg)
+    resume = cfg.get("resume")
+    # Resolve the checkpoint before loading any model, so a bad path fails in a second.
+    ckpt = resolve_checkpoint(str(resume)) if resume else None
+    csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
 
     # -- components and question banks -------------------------------------------------
     components = make_components(cfg)
@@ -125,7 +135,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
         t_setup = time.perf_counter() - t0
 
         vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
-        tracker = Tracker(run_dir, run_name, ws, cfg, verbose=ts.verbose)
+        tracker = Tracker(run_dir, run_name, ws, cfg, verbose=ts.verbose, csv_name=csv_name)
         hits0, miss0 = _cache_counts(components.cache)
 
         validation = ValidationCallback(
@@ -145,9 +155,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             return save_checkpoint(ckpt_dir, model, vec_env, validation.state_dict(), meta)
 
         # -- model: fresh or resumed -----------------------------------------------------
-        resume = cfg.get("resume")
-        if resume:
-            ckpt = resolve_checkpoint(str(resume))
+        if ckpt is not None:
             model, state = load_checkpoint(ckpt, vec_env, ts.device, chash)
             validation.load_state_dict(state["validation"])
             print(f"resuming from {ckpt} at step {model.num_timesteps}")
@@ -180,7 +188,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 total_timesteps=remaining,
                 callback=callbacks,
                 progress_bar=ts.progress_bar,
-                reset_num_timesteps=not resume,
+                reset_num_timesteps=ckpt is None,
                 log_interval=1,
             )
             # The final validation runs in on_training_end, after SB3's last dump.

@@ -51,19 +51,27 @@ class Tracker:
     """Owns the SB3 logger and the optional wandb run of one training run.
 
     Args:
-        run_dir: The run's output directory (``progress.csv`` and wandb files go here).
+        run_dir: The run's output directory (the CSV log and wandb files go here).
         run_name: The run's name (also the wandb run name).
         settings: The ``wandb`` section.
         config: The resolved config (stored as the wandb run config).
         verbose: Also print SB3's table to stdout after every update.
+        csv_name: File name of the CSV log inside ``run_dir``.
     """
 
     def __init__(
-        self, run_dir: Path, run_name: str, settings: WandbSettings, config: dict[str, Any], verbose: int = 0
+        self,
+        run_dir: Path,
+        run_name: str,
+        settings: WandbSettings,
+        config: dict[str, Any],
+        verbose: int = 0,
+        csv_name: str = "progress.csv",
     ) -> None:
         self.settings = settings
         self.run: Any = None
-        formats: list[KVWriter] = [CSVOutputFormat(str(run_dir / "progress.csv"))]
+        # SB3's CSV writer truncates its file; a resumed run passes another name to keep the old one.
+        formats: list[KVWriter] = [CSVOutputFormat(str(run_dir / csv_name))]
         if verbose:
             formats.append(HumanOutputFormat(sys.stdout))
         if settings.enabled:
