@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--granularity", default=ChunkingConfig.granularity, choices=GRANULARITIES)
     parser.add_argument("--l1-fraction", type=float, default=MemoryBuildConfig.l1_fraction)
     parser.add_argument("--l2-fraction", type=float, default=MemoryBuildConfig.l2_fraction)
+    parser.add_argument(
+        "--reranker", default="bi_encoder", help="reranker of mode full (bi_encoder, lexical, or none)"
+    )
     parser.add_argument("--gate-threshold", type=float, default=None, help="override the calibrated gate")
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
     parser.add_argument("--limit", type=int, default=None, help="only the first N samples of the split")
@@ -113,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         l1_fraction=args.l1_fraction,
         l2_fraction=args.l2_fraction,
         gate_threshold=args.gate_threshold,
+        reranker=None if args.reranker in ("none", "") else args.reranker,
         encode_batch_size=args.batch_size,
     )
     bench = get_benchmark(args.benchmark, data_dir=args.data_dir)

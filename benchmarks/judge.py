@@ -165,3 +165,27 @@ class Judge:
     def judge(self, question: Question, prediction: str) -> JudgeResult:
         """Judge one prediction."""
         return self.judge_many([(question, prediction)])[0]
+
+
+def make_judge(
+    backend: str,
+    *,
+    cache_path: str | None = None,
+    cost_model: CostModel | None = None,
+    max_tokens: int = 160,
+    **backend_kwargs: object,
+) -> Judge:
+    """Build a :class:`Judge` on any registered backend (``modules.backends.get_backend``).
+
+    Args:
+        backend: Backend name (``"llamacpp"``, ``"transformers"``, ``"vllm"``, ``"openai"``, ``"fake"``).
+        cache_path: Optional call-cache file (verdicts are replayed on later runs).
+        cost_model: Prices the judge calls (default: GFLOPs).
+        max_tokens: Generation cap of a verdict.
+        **backend_kwargs: Passed to the backend (e.g. ``model="qwen2.5-1.5b"``).
+    """
+    from modules.backends import get_backend
+    from modules.cache import CallCache
+
+    cache = CallCache(cache_path) if cache_path else None
+    return Judge(CachedLLM(get_backend(backend, **backend_kwargs), cache), cost_model, max_tokens=max_tokens)

@@ -158,7 +158,9 @@ def section(cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
-def _named(cfg: Mapping[str, Any], name: str, choices: tuple[str, ...] | None = None) -> tuple[str, dict[str, Any]]:
+def _named(
+    cfg: Mapping[str, Any], name: str, choices: tuple[str, ...] | None = None
+) -> tuple[str, dict[str, Any]]:
     raw = cfg.get(name)
     if raw is None:
         raise ConfigError(f"config is missing the required section {name!r} (with a 'name' key)")
@@ -238,11 +240,15 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     strategy, strategy_extra = _named(cfg, "strategy")
     known_strategies = _strategy_names()
     if strategy not in known_strategies:
-        raise ConfigError(f"config strategy.name={strategy!r} is unknown; choose one of {list(known_strategies)}")
+        raise ConfigError(
+            f"config strategy.name={strategy!r} is unknown; choose one of {list(known_strategies)}"
+        )
     strategy_opts = dict(strategy_extra.get("options") or {})
     backend_base = section(cfg, "backend")
     if not backend_base:
-        raise ConfigError("config is missing the required section 'backend' (e.g. {name: llamacpp, model: ...})")
+        raise ConfigError(
+            "config is missing the required section 'backend' (e.g. {name: llamacpp, model: ...})"
+        )
     cost_cfg = section(cfg, "cost")
     reward_cfg = section(cfg, "reward")
     judge_cfg = section(cfg, "judge")
@@ -253,7 +259,9 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     from envs.episode import TASK_METRICS
 
     if task_metric not in TASK_METRICS:
-        raise ConfigError(f"config reward.task_metric={task_metric!r} is unknown; choose one of {list(TASK_METRICS)}")
+        raise ConfigError(
+            f"config reward.task_metric={task_metric!r} is unknown; choose one of {list(TASK_METRICS)}"
+        )
     judge_on = bool(judge_cfg.get("enabled", False))
     if task_metric == "judge" and not judge_on:
         raise ConfigError("config reward.task_metric='judge' needs judge.enabled: true")

@@ -175,7 +175,9 @@ class Episode:
         builder = self.components.obs_builder
         module = self.module
         if module not in builder.index:
-            raise RuntimeError(f"pipeline asked for module {module!r}, not in the observation spec {MODULE_ORDER}")
+            raise RuntimeError(
+                f"pipeline asked for module {module!r}, not in the observation spec {MODULE_ORDER}"
+            )
         idx = builder.index[module]
         text = self.run.current_input_text()
         scalars = builder.scalar_features(

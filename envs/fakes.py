@@ -113,13 +113,17 @@ class FakePipelineRun:
             raise RuntimeError("fake pipeline run is not finished")
         memory = " ".join(f"{m}={o.tier.name}" for m, o in self.outputs.items())
         total = sum((o.cost for o in self.outputs.values()), Cost())
-        return FakePipelineResult(memory, dict(self.outputs), total, tuple(o.tier for o in self.outputs.values()))
+        return FakePipelineResult(
+            memory, dict(self.outputs), total, tuple(o.tier for o in self.outputs.values())
+        )
 
 
 class FakePipeline:
     """``begin(query, evidence, question_date)`` -> :class:`FakePipelineRun`."""
 
-    def begin(self, query: str, evidence: Sequence[Evidence], question_date: str | None = None) -> FakePipelineRun:
+    def begin(
+        self, query: str, evidence: Sequence[Evidence], question_date: str | None = None
+    ) -> FakePipelineRun:
         """Start a run."""
         return FakePipelineRun(query, evidence)
 
@@ -167,7 +171,9 @@ class FakeAnswerer:
         from modules.backends.base import GenerationRequest
 
         prompt = f"QUESTION: {question.question}\nGOLD: {question.answer}\nMEMORY: {memory_text}"
-        res = self.llm.generate([GenerationRequest(prompt=prompt, max_tokens=16)], tags={"module": "answer"})[0]
+        res = self.llm.generate([GenerationRequest(prompt=prompt, max_tokens=16)], tags={"module": "answer"})[
+            0
+        ]
         return res.text.strip(), self.cost_model.llm(res)
 
 
@@ -191,9 +197,15 @@ def make_fake_bank(n_per_type: int = 10, k: int = 3) -> list[QuestionItem]:
         for i in range(n_per_type):
             s = _SUBJECTS[i % len(_SUBJECTS)]
             text = template.format(s=s) + (f" number {i}" if i >= len(_SUBJECTS) else "")
-            q = Question(question_id=f"{qtype}-{i}", question=text, answer=f"answer {qtype} {i}", category=qtype)
+            q = Question(
+                question_id=f"{qtype}-{i}", question=text, answer=f"answer {qtype} {i}", category=qtype
+            )
             ev = tuple(
-                Evidence(chunk_id=f"{qtype}-{i}-{j}", text=f"{s} chunk {j} about {qtype} things", score=1.0 - j / 10)
+                Evidence(
+                    chunk_id=f"{qtype}-{i}-{j}",
+                    text=f"{s} chunk {j} about {qtype} things",
+                    score=1.0 - j / 10,
+                )
                 for j in range(k)
             )
             items.append(QuestionItem(question=q, sample_id=f"fake-{qtype}", benchmark="fake", evidence=ev))

@@ -204,7 +204,9 @@ class ObservationBuilder:
 
     def embed_many(self, texts: Sequence[str]) -> np.ndarray:
         """Embed several texts in one encoder batch, filling the memo (used to pre-warm queries)."""
-        missing = [t for t in dict.fromkeys(texts) if hashlib.sha1(t.encode("utf-8")).hexdigest() not in self._cache]
+        missing = [
+            t for t in dict.fromkeys(texts) if hashlib.sha1(t.encode("utf-8")).hexdigest() not in self._cache
+        ]
         if missing:
             vecs = np.asarray(self.encoder.encode(missing), dtype=np.float32)
             for text, vec in zip(missing, vecs, strict=True):
@@ -213,7 +215,11 @@ class ObservationBuilder:
                 self._cache[hashlib.sha1(text.encode("utf-8")).hexdigest()] = vec
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
-        return np.stack([self.embed(t) for t in texts]) if texts else np.zeros((0, self.spec.embed_dim), np.float32)
+        return (
+            np.stack([self.embed(t) for t in texts])
+            if texts
+            else np.zeros((0, self.spec.embed_dim), np.float32)
+        )
 
     @staticmethod
     def scalar_features(
@@ -253,7 +259,8 @@ class ObservationBuilder:
             raise ValueError(f"query_emb has shape {q.shape}, expected ({spec.embed_dim},)")
         if set(scalars) != set(spec.scalar_names):
             raise ValueError(
-                f"scalars keys {sorted(scalars)} do not match the spec's scalar_names {list(spec.scalar_names)}"
+                f"scalars keys {sorted(scalars)} do not match the spec's scalar_names "
+                f"{list(spec.scalar_names)}"
             )
         obs = np.zeros(spec.dim, dtype=np.float32)
         obs[module_index] = 1.0

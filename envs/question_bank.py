@@ -143,7 +143,9 @@ def _memory_config_dict(memory_config: Any) -> dict[str, Any] | None:
         return {"type": type(memory_config).__name__, **dataclasses.asdict(memory_config)}
     if isinstance(memory_config, Mapping):
         return dict(memory_config)
-    raise TypeError(f"memory_config must be a MemoryConfig dataclass, a dict or None, got {type(memory_config)}")
+    raise TypeError(
+        f"memory_config must be a MemoryConfig dataclass, a dict or None, got {type(memory_config)}"
+    )
 
 
 def bank_key(
@@ -252,7 +254,9 @@ def build_question_bank(
             cached = _read_bank(path)
             if cached is not None:
                 return cached
-            items = _build(bench, benchmark, split, encoder, memory_config, k, limit, seed, max_samples, progress)
+            items = _build(
+                bench, benchmark, split, encoder, memory_config, k, limit, seed, max_samples, progress
+            )
             atomic_write_json(path, {"ident": ident, "items": [it.to_dict() for it in items]}, indent=None)
             return items
     return _build(bench, benchmark, split, encoder, memory_config, k, limit, seed, max_samples, progress)
@@ -291,13 +295,17 @@ def _build(
     samples = bench.load(split)
     picked = select_questions(samples, limit=limit, seed=seed, max_samples=max_samples)
     if not picked:
-        raise ValueError(f"question bank for {benchmark}/{split} is empty (limit={limit}, max_samples={max_samples})")
+        raise ValueError(
+            f"question bank for {benchmark}/{split} is empty (limit={limit}, max_samples={max_samples})"
+        )
     by_sample: dict[str, list[int]] = {}
     for i, (sample, _) in enumerate(picked):
         by_sample.setdefault(sample.sample_id, []).append(i)
     samples_by_id = {s.sample_id: s for s in samples}
     items: list[QuestionItem | None] = [None] * len(picked)
-    bar = tqdm(by_sample.items(), desc=f"question bank {benchmark}/{split}", unit="history", disable=not progress)
+    bar = tqdm(
+        by_sample.items(), desc=f"question bank {benchmark}/{split}", unit="history", disable=not progress
+    )
     for sample_id, idxs in bar:
         # One memory per history, shared by all of its questions.
         if isinstance(memory_config, MemoryBuildConfig):
@@ -307,5 +315,7 @@ def _build(
         for i in idxs:
             question = picked[i][1]
             evidence = tuple(retrieve_evidence(memory, question, k))
-            items[i] = QuestionItem(question=question, sample_id=sample_id, benchmark=benchmark, evidence=evidence)
+            items[i] = QuestionItem(
+                question=question, sample_id=sample_id, benchmark=benchmark, evidence=evidence
+            )
     return [it for it in items if it is not None]

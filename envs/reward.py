@@ -138,7 +138,12 @@ class CostNormalizer:
 
     def state_dict(self) -> dict[str, Any]:
         """Serializable state."""
-        return {"window": self.window, "low_pct": self.low_pct, "high_pct": self.high_pct, "costs": self.costs}
+        return {
+            "window": self.window,
+            "low_pct": self.low_pct,
+            "high_pct": self.high_pct,
+            "costs": self.costs,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore from :meth:`state_dict` (the window size must match)."""
@@ -178,7 +183,9 @@ class CostAlignment:
         if mode not in ALPHA_MODES:
             raise ValueError(f"unknown alpha mode {mode!r}; choose one of {ALPHA_MODES}")
         if int(window) < 1 or int(warmup) < 1 or int(min_history) < 1:
-            raise ValueError(f"alpha window/warmup/min_history must be >= 1, got {window}/{warmup}/{min_history}")
+            raise ValueError(
+                f"alpha window/warmup/min_history must be >= 1, got {window}/{warmup}/{min_history}"
+            )
         if not 0.0 < alpha_min <= alpha_max or std_floor <= 0.0 or alpha <= 0.0:
             raise ValueError(
                 f"need 0 < alpha_min <= alpha_max, std_floor > 0, alpha > 0; got {alpha_min}, {alpha_max}, "

@@ -72,7 +72,9 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         if task_metric not in TASK_METRICS:
             raise ValueError(f"unknown task_metric {task_metric!r}; choose one of {TASK_METRICS}")
         if task_metric == "judge" and components.judge is None:
-            raise ValueError("task_metric='judge' needs a judge: enable judge in the config (judge.enabled: true)")
+            raise ValueError(
+                "task_metric='judge' needs a judge: enable judge in the config (judge.enabled: true)"
+            )
         self.items = list(items)
         self.components = components
         self.reward_shaper = reward_shaper
@@ -138,7 +140,11 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
             raise RuntimeError("MemoryRouterEnv.step() called without an active episode: call reset() first")
         tier = self._parse_action(action)
         out = ep.step(tier)
-        info: dict[str, Any] = {"module": str(out.module), "tier": Tier(out.tier).name, "step_cost": out.cost.value}
+        info: dict[str, Any] = {
+            "module": str(out.module),
+            "tier": Tier(out.tier).name,
+            "step_cost": out.cost.value,
+        }
         if not ep.done:
             return ep.observation(), 0.0, False, False, info
         record = ep.finish(run_judge=self.task_metric == "judge")
@@ -152,7 +158,9 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
 
     def _parse_action(self, action: Any) -> Tier:
         arr = np.asarray(action)
-        if arr.size != 1 or not np.issubdtype(arr.dtype, np.integer) and not np.issubdtype(arr.dtype, np.floating):
+        if arr.size != 1 or (
+            not np.issubdtype(arr.dtype, np.integer) and not np.issubdtype(arr.dtype, np.floating)
+        ):
             raise ValueError(f"action must be one integer in {{0, 1, 2}}, got {action!r}")
         value = arr.reshape(()).item()
         if float(value) != int(value) or not self.action_space.contains(np.int64(int(value))):

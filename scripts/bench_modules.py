@@ -21,7 +21,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -32,18 +31,18 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.memory_builder import build_memory, retrieve_evidence  # noqa: E402
-from benchmarks.registry import get_benchmark  # noqa: E402
-from common.atomic import atomic_write_json  # noqa: E402
-from common.provenance import run_metadata  # noqa: E402
-from memory.encoder import get_encoder  # noqa: E402
-from modules.backends import get_backend  # noqa: E402
-from modules.base import ModuleInput, ModuleOutput  # noqa: E402
-from modules.cache import CachedLLM, CallCache  # noqa: E402
-from modules.local_tier import LRU  # noqa: E402
-from modules.pipeline import build_pipeline  # noqa: E402
-from modules.pricing import CostModel  # noqa: E402
-from modules.tier import MODULE_ORDER, Tier  # noqa: E402
+from benchmarks.memory_builder import build_memory, retrieve_evidence
+from benchmarks.registry import get_benchmark
+from common.atomic import atomic_write_json
+from common.provenance import run_metadata
+from memory.encoder import get_encoder
+from modules.backends import get_backend
+from modules.base import ModuleInput, ModuleOutput
+from modules.cache import CachedLLM, CallCache
+from modules.local_tier import LRU
+from modules.pipeline import build_pipeline
+from modules.pricing import CostModel
+from modules.tier import MODULE_ORDER, Tier
 
 #: Model keys per LLM role, by strategy.
 LLM_ROLES: dict[str, dict[str, str]] = {
@@ -129,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             dt, out = timed(pipe, inputs[qid][module], tier)
             r = rows.setdefault(
                 (module, tier),
-                {"cold": [], "warm": [], "hot": [], "cost": [], "tin": [], "tout": [], "pf": 0, "deg": 0, "dup": 0},
+                {"cold": [], "warm": [], "hot": [], "cost": [], "tin": [], "tout": []}
+                | {"pf": 0, "deg": 0, "dup": 0},
             )
             if phase == "cold":
                 repeated = out.cached or out.cost.cache_hits > 0
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 r["tout"].append(out.cost.tokens_out)
                 r["pf"] += out.parse_failures
                 r["deg"] += int(out.degraded)
-                r["method"] = next((n.split("=", 1)[1] for n in out.notes if n.startswith(("method=", "model="))), "")
+                tags = [n.split("=", 1)[1] for n in out.notes if n.startswith(("method=", "model="))]
+                r["method"] = tags[0] if tags else ""
             else:
                 r[phase].append(dt)
 
@@ -168,21 +169,37 @@ def main(argv: list[str] | None = None) -> int:
                 "degraded": r["deg"],
             }
         )
-    hdr = "| module | tier | method | n | cold s | warm s | hot s | warm x | hot x | GFLOPs | tok in/out | pf | deg |"
+    total = {phase: sum(sum(r[phase]) for r in rows.values()) for phase in ("cold", "warm", "hot")}
+    hdr = (
+        "| module | tier | method | n | cold s | warm s | hot s | warm x | hot x | GFLOPs | tok in/out "
+        "| pf | deg |"
+    )
     print(f"\nstrategy={args.strategy}, {len(questions)} questions of {sample.sample_id}, k={args.k}\n")
     print(hdr)
     print("|" + "---|" * 13)
     for row in table:
         print(
-            f"| {row['module']} | {row['tier']} | {row['method']} | {row['n']} | {row['cold_median_s']:.4f} | "
+            f"| {row['module']} | {row['tier']} | {row['method']} | {row['n']} | "
+            f"{row['cold_median_s']:.4f} | "
             f"{row['warm_median_s']:.5f} | {row['hot_median_s']:.6f} | {row['speedup_warm']:.0f} | "
             f"{row['speedup_hot']:.0f} | {row['cost_median_gflops']:.4g} | "
             f"{row['tokens_in_median']:.0f}/{row['tokens_out_median']:.0f} | {row['parse_failures']} | "
             f"{row['degraded']} |"
         )
-    config = {**vars(args), "questions": [q.question_id for q in questions], "models": LLM_ROLES[args.strategy]}
+    print(
+        f"\nall calls: cold {total['cold']:.1f} s, warm {total['warm']:.3f} s "
+        f"({total['cold'] / max(total['warm'], 1e-9):.0f}x), hot {total['hot']:.3f} s "
+        f"({total['cold'] / max(total['hot'], 1e-9):.0f}x)"
+    )
+    config = {
+        **vars(args),
+        "questions": [q.question_id for q in questions],
+        "models": LLM_ROLES[args.strategy],
+    }
     out = Path(args.out) / f"bench_modules_{args.strategy}.json"
-    atomic_write_json(out, {"rows": table, "meta": run_metadata(config, bench.data_files())})
+    atomic_write_json(
+        out, {"rows": table, "totals_s": total, "meta": run_metadata(config, bench.data_files())}
+    )
     print(f"\nwrote {out}")
     return 0
 

@@ -10,7 +10,7 @@ from modules.backends.base import GenerationRequest
 
 pytestmark = pytest.mark.slow
 
-WORDS = ["<unk>", "<pad>", "</s>", "<|user|>", "<|bot|>"] + [f"w{i}" for i in range(60)] + ["hello", "why", "?"]
+WORDS = ["<unk>", "<pad>", "</s>", "<|user|>", "<|bot|>", *(f"w{i}" for i in range(60)), "hello", "why", "?"]
 TEMPLATE = (
     "{% for m in messages %}<|user|> {{ m['content'] }} {% endfor %}"
     "{% if add_generation_prompt %}<|bot|>{% endif %}"
@@ -72,12 +72,14 @@ def test_hf_truncation_and_overflow(tiny) -> None:
     assert tiny.count_tokens("w1 w2 hello") == 3
 
 
-@pytest.mark.skipif(os.environ.get("BUDGET_ROUTER_HEAVY_TESTS") != "1",
-                    reason="dequantising SmolLM2 takes 30-140 s on 2 busy cores; set BUDGET_ROUTER_HEAVY_TESTS=1")
+@pytest.mark.skipif(
+    os.environ.get("BUDGET_ROUTER_HEAVY_TESTS") != "1",
+    reason="dequantising SmolLM2 takes 30-140 s on 2 busy cores; set BUDGET_ROUTER_HEAVY_TESTS=1",
+)
 def test_real_smollm2_gguf_through_transformers() -> None:
     from modules.backends import get_backend
 
     be = get_backend("transformers", model="smollm2-135m", n_threads=1)
-    (r,) = be.generate([GenerationRequest(messages=({"role": "user", "content": "What is the capital of France?"},),
-                                          max_tokens=8)])
+    msgs = ({"role": "user", "content": "What is the capital of France?"},)
+    (r,) = be.generate([GenerationRequest(messages=msgs, max_tokens=8)])
     assert r.ok and "paris" in r.text.lower()

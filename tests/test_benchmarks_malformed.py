@@ -28,7 +28,14 @@ def locomo_record(**overrides: Any) -> dict[str, Any]:
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_2_date_time": "phantom date with no session",
         },
-        "qa": [{"question": "Where did A move?", "answer": "Paris", "evidence": ["D1:1; D1:2", "D"], "category": 4}],
+        "qa": [
+            {
+                "question": "Where did A move?",
+                "answer": "Paris",
+                "evidence": ["D1:1; D1:2", "D"],
+                "category": 4,
+            }
+        ],
     }
     rec.update(overrides)
     return rec
@@ -50,10 +57,19 @@ def test_small_valid_locomo_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("record", "field_pattern"),
     [
-        (locomo_record(qa=[{"question": "q", "answer": "a", "evidence": [], "category": "4"}]), r"qa\[0\]\.category"),
+        (
+            locomo_record(qa=[{"question": "q", "answer": "a", "evidence": [], "category": "4"}]),
+            r"qa\[0\]\.category",
+        ),
         (locomo_record(qa=[{"question": "q", "evidence": [], "category": 4}]), r"qa\[0\]\.answer.*missing"),
-        (locomo_record(qa=[{"question": "q", "answer": ["x"], "evidence": [], "category": 4}]), r"qa\[0\]\.answer"),
-        (locomo_record(qa=[{"question": "q", "answer": "a", "evidence": [3], "category": 4}]), r"evidence\[0\]"),
+        (
+            locomo_record(qa=[{"question": "q", "answer": ["x"], "evidence": [], "category": 4}]),
+            r"qa\[0\]\.answer",
+        ),
+        (
+            locomo_record(qa=[{"question": "q", "answer": "a", "evidence": [3], "category": 4}]),
+            r"evidence\[0\]",
+        ),
         ({k: v for k, v in locomo_record().items() if k != "conversation"}, r"'conversation'.*missing"),
         (
             locomo_record(conversation={"session_1": [{"speaker": "A", "text": "hi"}]}),
@@ -157,7 +173,9 @@ def test_longmemeval_bad_field(tmp_path: Path, record: dict[str, Any], field_pat
 
 def test_longmemeval_bad_splits_file(tmp_path: Path) -> None:
     write_lme(tmp_path, [lme_record()], splits={"train": [], "val": []})
-    with pytest.raises(DataFileError, match=r"longmemeval_s_splits_qids.json: record <top level>: field 'test'"):
+    with pytest.raises(
+        DataFileError, match=r"longmemeval_s_splits_qids.json: record <top level>: field 'test'"
+    ):
         get_benchmark("longmemeval_oracle", tmp_path).load("test")
 
 
@@ -180,7 +198,9 @@ def test_longmemeval_s_truncated_xz_leaves_no_cache(tmp_path: Path) -> None:
     text = json.dumps(records)
     with lzma.open(tmp_path / "longmemeval_s_cleaned_498.json.xz", "wt") as fh:
         fh.write(text[: int(len(text) * 0.7)])
-    with pytest.raises(DataFileError, match=r"longmemeval_s_cleaned_498.json.xz: record index 3: .*truncated"):
+    with pytest.raises(
+        DataFileError, match=r"longmemeval_s_cleaned_498.json.xz: record index 3: .*truncated"
+    ):
         get_benchmark("longmemeval", tmp_path, cache_root=tmp_path / "cache").load("test")
     parent = tmp_path / "cache" / "longmemeval_s"
     assert [p for p in parent.iterdir() if p.is_dir()] == []  # nothing half-built left behind
@@ -191,7 +211,9 @@ def test_longmemeval_s_bad_record_names_field(tmp_path: Path) -> None:
     write_lme(tmp_path, records)
     with lzma.open(tmp_path / "longmemeval_s_cleaned_498.json.xz", "wt") as fh:
         json.dump(records, fh)
-    with pytest.raises(DataFileError, match=r"record q1 \(index 1\): field 'question_type': expected str, got int"):
+    with pytest.raises(
+        DataFileError, match=r"record q1 \(index 1\): field 'question_type': expected str, got int"
+    ):
         get_benchmark("longmemeval", tmp_path, cache_root=tmp_path / "cache").load("all")
 
 
@@ -247,7 +269,9 @@ def test_small_valid_hotpotqa(tmp_path: Path) -> None:
     bench = get_benchmark("hotpotqa", path)
     assert [len(bench.load(s)) for s in ("train", "val", "test")] == [6, 2, 2]
     # the JSON-list form of the same records loads identically
-    (tmp_path / "hotpotqa_aflow_validate200.jsonl").write_text(json.dumps([hotpot_record(f"h{i}") for i in range(10)]))
+    (tmp_path / "hotpotqa_aflow_validate200.jsonl").write_text(
+        json.dumps([hotpot_record(f"h{i}") for i in range(10)])
+    )
     assert get_benchmark("hotpotqa", path).load("all") == samples
 
 
@@ -255,8 +279,14 @@ def test_small_valid_hotpotqa(tmp_path: Path) -> None:
     ("record", "pattern"),
     [
         (hotpot_record(supporting_facts=[["Gamma", 0]]), r"supporting_facts\[0\]'.*names no sentence"),
-        (hotpot_record(supporting_facts=[["Alpha", "0"]]), r"supporting_facts\[0\]'.*expected \[title, sent_idx\]"),
-        (hotpot_record(context=[["Alpha", "not a list"]]), r"context\[0\]'.*expected \[title, \[sentences\]\]"),
+        (
+            hotpot_record(supporting_facts=[["Alpha", "0"]]),
+            r"supporting_facts\[0\]'.*expected \[title, sent_idx\]",
+        ),
+        (
+            hotpot_record(context=[["Alpha", "not a list"]]),
+            r"context\[0\]'.*expected \[title, \[sentences\]\]",
+        ),
         ({k: v for k, v in hotpot_record().items() if k != "type"}, r"field 'type': missing"),
     ],
 )
@@ -270,5 +300,7 @@ def test_hotpotqa_bad_field(tmp_path: Path, record: dict[str, Any], pattern: str
 def test_hotpotqa_truncated_line(tmp_path: Path) -> None:
     good = json.dumps(hotpot_record())
     path = write_hotpot(tmp_path, [good, good[:40]])
-    with pytest.raises(DataFileError, match=r"hotpotqa_aflow_validate200.jsonl: record at line 2: .*truncated"):
+    with pytest.raises(
+        DataFileError, match=r"hotpotqa_aflow_validate200.jsonl: record at line 2: .*truncated"
+    ):
         get_benchmark("hotpotqa", path).load("all")

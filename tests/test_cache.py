@@ -90,3 +90,17 @@ def test_two_processes_read_and_write_concurrently(tmp_path: Path) -> None:
     assert all(0 < c <= 40 for c in counts)
     with CallCache(path) as c:
         assert len(c) == 40
+
+
+def test_replay_keeps_finish_reason_and_truncated_flag(tmp_path: Path) -> None:
+    from modules.backends.base import GenerationResult
+
+    class Trunc(FakeBackend):
+        def generate(self, requests):
+            return [GenerationResult(text="t", tokens_in=9, tokens_out=1, latency_s=0.1, model_id="fake-llm",
+                                     finish_reason="length", truncated=True) for _ in requests]
+
+    llm = CachedLLM(Trunc(), CallCache(tmp_path / "c.sqlite"))
+    llm.generate([req("x")], tags=TAGS)
+    (r,) = llm.generate([req("x")], tags=TAGS)
+    assert r.cached and r.truncated and r.finish_reason == "length" and r.tokens_in == 9

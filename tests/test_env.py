@@ -68,7 +68,9 @@ def test_observation_content():
     b = env.components.obs_builder
     spec = b.spec
     item = env.items[0]
-    np.testing.assert_allclose(obs[spec.query_slice], b.encoder.encode([item.question.question])[0], atol=1e-6)
+    np.testing.assert_allclose(
+        obs[spec.query_slice], b.encoder.encode([item.question.question])[0], atol=1e-6
+    )
     ev_text = "\n".join(e.text for e in item.evidence)
     np.testing.assert_allclose(obs[spec.input_slice], b.encoder.encode([ev_text])[0], atol=1e-6)
     scalars = dict(zip(spec.scalar_names, obs[spec.scalar_slice], strict=True))
@@ -86,7 +88,9 @@ def test_observation_spec_round_trip_and_errors():
     spec = ObservationSpec(embed_dim=8)
     assert spec.dim == 5 + 16 + len(DEFAULT_SCALARS)
     assert ObservationSpec.from_dict(spec.to_dict()) == spec
-    widths = [s.stop - s.start for s in (spec.module_slice, spec.query_slice, spec.input_slice, spec.scalar_slice)]
+    widths = [
+        s.stop - s.start for s in (spec.module_slice, spec.query_slice, spec.input_slice, spec.scalar_slice)
+    ]
     assert widths == [5, 8, 8, len(DEFAULT_SCALARS)] and spec.scalar_slice.stop == spec.dim
     custom = ObservationSpec(embed_dim=4, scalar_names=("a", "b"))
     assert ObservationSpec.from_dict(custom.to_dict()) == custom
@@ -109,9 +113,9 @@ def test_observation_spec_round_trip_and_errors():
 
 
 def run_fixed(env: MemoryRouterEnv, tiers, seed=None, options=None):
-    obs, info = env.reset(seed=seed, options=options)
+    env.reset(seed=seed, options=options)
     for t in tiers:
-        obs, r, term, _, info = env.step(t)
+        _obs, r, term, _, info = env.step(t)
     assert term
     return r, info
 
@@ -173,16 +177,16 @@ def test_question_order_is_seeded_and_covers_bank():
 def trajectory(env: MemoryRouterEnv, seed: int, n_episodes: int):
     rng = np.random.default_rng(123)
     out = []
-    obs, info = env.reset(seed=seed)
+    obs, _ = env.reset(seed=seed)
     for _ in range(n_episodes):
         while True:
             a = int(rng.integers(3))
-            obs2, r, term, _, info = env.step(a)
+            obs2, r, term, _, _ = env.step(a)
             out.append((obs.copy(), a, r))
             obs = obs2
             if term:
                 break
-        obs, info = env.reset()
+        obs, _ = env.reset()
     return out
 
 
@@ -225,10 +229,19 @@ def test_registered_ids():
 
 def test_gym_make_with_prebuilt_parts():
     comps = make_fake_components()
-    env = gym.make("BudgetRouter-LoCoMo-v0", config={"cost": {"lambda": 0.0}}, items=make_fake_bank(1),
-                   components=comps, seed=0)
+    env = gym.make(
+        "BudgetRouter-LoCoMo-v0",
+        config={"cost": {"lambda": 0.0}},
+        items=make_fake_bank(1),
+        components=comps,
+        seed=0,
+    )
     obs, _ = env.reset(seed=0)
     assert obs.shape == (comps.obs_builder.spec.dim,)
     with pytest.raises(ValueError, match="benchmark"):
-        gym.make("BudgetRouter-LoCoMo-v0", config={"benchmark": {"name": "hotpotqa"}}, items=make_fake_bank(1),
-                 components=comps)
+        gym.make(
+            "BudgetRouter-LoCoMo-v0",
+            config={"benchmark": {"name": "hotpotqa"}},
+            items=make_fake_bank(1),
+            components=comps,
+        )

@@ -46,8 +46,11 @@ def test_make_components_builds_real_parts():
 
 
 def test_capacity_roles_and_judge_overrides():
-    cfg = cfg_with(strategy={"name": "capacity"}, llms={"mid": {"model_id": "fake-mid"}},
-                   judge={"enabled": True, "backend": {"model_id": "fake-judge"}})
+    cfg = cfg_with(
+        strategy={"name": "capacity"},
+        llms={"mid": {"model_id": "fake-mid"}},
+        judge={"enabled": True, "backend": {"model_id": "fake-judge"}},
+    )
     comps = make_components(cfg)
     assert set(comps.llms) == {"low", "mid", "high", "answer", "judge"}
     assert comps.llms["mid"].model_id == "fake-mid" and comps.llms["low"].model_id == "fake-llm"

@@ -25,8 +25,18 @@ def test_ppo_learns_cost_aware_routing():
     env = MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=lam, alpha_warmup=200), seed=0)
     # gamma = gae_lambda = 1: the only reward is terminal, so every decision gets the episode return.
     model = PPO(
-        "MlpPolicy", env, n_steps=500, batch_size=100, n_epochs=8, learning_rate=3e-3, gamma=1.0,
-        gae_lambda=1.0, ent_coef=0.0, seed=0, device="cpu", policy_kwargs={"net_arch": [64, 64]},
+        "MlpPolicy",
+        env,
+        n_steps=500,
+        batch_size=100,
+        n_epochs=8,
+        learning_rate=3e-3,
+        gamma=1.0,
+        gae_lambda=1.0,
+        ent_coef=0.0,
+        seed=0,
+        device="cpu",
+        policy_kwargs={"net_arch": [64, 64]},
     )
     t0 = time.perf_counter()
     model.learn(total_timesteps=6000)
@@ -44,18 +54,27 @@ def test_ppo_learns_cost_aware_routing():
     ]
     rate = float(np.mean(optimal))
     summary = summarize_records(records)["overall"]
-    print(f"optimal-action rate {rate:.3f}, F1 {summary['f1']:.3f}, cost {summary['module_cost']:.2f}, "
-          f"train {elapsed:.1f}s")
+    print(
+        f"optimal-action rate {rate:.3f}, F1 {summary['f1']:.3f}, cost {summary['module_cost']:.2f}, "
+        f"train {elapsed:.1f}s"
+    )
     assert rate >= 0.9, f"only {rate:.1%} optimal actions after 6000 steps"
     # The learned policy must be right AND cheap: far cheaper than all-HIGH, as accurate.
-    all_high = summarize_records(evaluate_policy(lambda o, m: Tier.HIGH, items, comps, progress=False))["overall"]
+    all_high = summarize_records(evaluate_policy(lambda o, m: Tier.HIGH, items, comps, progress=False))[
+        "overall"
+    ]
     assert summary["f1"] >= 0.9
     assert summary["module_cost"] < 0.5 * all_high["module_cost"]
     # Sanity of the task: a random policy is far from the optimum (so the test can fail).
     rng = np.random.default_rng(0)
     rand = evaluate_policy(lambda o, m: Tier(int(rng.integers(3))), items, comps, progress=False)
-    rand_rate = np.mean([t == b for r, it in zip(rand, items, strict=True)
-                         for t, b in zip(r.tiers, OPTIMAL_TIERS[question_type(it.question.question)], strict=True)])
+    rand_rate = np.mean(
+        [
+            t == b
+            for r, it in zip(rand, items, strict=True)
+            for t, b in zip(r.tiers, OPTIMAL_TIERS[question_type(it.question.question)], strict=True)
+        ]
+    )
     assert rand_rate < 0.6
     assert set(MODULE_ORDER) == set(records[0].module_costs)
 

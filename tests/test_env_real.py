@@ -51,7 +51,7 @@ def test_tiny_real_env_passes_checkers(tmp_path):
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     for _ in MODULE_ORDER:
-        obs, reward, term, _, info = env.step(Tier.MID)
+        obs, _reward, term, _, info = env.step(Tier.MID)
     assert term and set(info["tiers"]) == set(MODULE_ORDER)
     assert info["cost"]["module"] > 0 and 0.0 <= info["f1"] <= 1.0
     # Tiers are genuinely different computations: LOW vs MID vs HIGH cost differ on real inputs.

@@ -180,3 +180,15 @@ def test_overrides(tmp_path):
     fp2 = frontier_runner.record_fingerprint({"backend": {"name": "fake"}, "question_bank": {"limit": 9}}, {})
     fp3 = frontier_runner.record_fingerprint({"backend": {"name": "llamacpp"}}, {})
     assert fp1 == fp2 != fp3
+
+
+def test_resolve_config_sources(tmp_path):
+    base = frontier_config.compose_default_config()  # the project's Hydra config, as train.py sees it
+    assert base["benchmark"]["name"] == "locomo" and "hydra" not in base
+    ns = argparse.Namespace(config=None, set=["backend=fake"], benchmark="hotpotqa")
+    cfg = frontier_config.resolve_config(ns, [{"benchmark": {"name": "locomo"}, "cost": {"lambda": 0.3}}])
+    assert cfg["benchmark"]["name"] == "hotpotqa" and cfg["cost"]["lambda"] == 0.3
+    assert cfg["backend"]["name"] == "fake"
+    (tmp_path / "c.yaml").write_text("benchmark: {name: longmemeval}\nbackend: {name: fake}\n")
+    ns = argparse.Namespace(config=str(tmp_path / "c.yaml"), set=[], benchmark=None)
+    assert frontier_config.resolve_config(ns, [{"x": 1}])["benchmark"]["name"] == "longmemeval"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,7 @@ def test_prompt_hash_is_stable_and_sensitive() -> None:
     assert len(PROMPT_HASH) == 16
     import hashlib
 
-    assert PROMPT_HASH == hashlib.sha256(f"judge-v1\n{JUDGE_PROMPT}".encode()).hexdigest()[:16]
+    assert hashlib.sha256(f"judge-v1\n{JUDGE_PROMPT}".encode()).hexdigest()[:16] == PROMPT_HASH
 
 
 @pytest.mark.parametrize(
@@ -41,7 +42,9 @@ def test_parse_valid(raw: str, score: float) -> None:
     assert parse_judge_output(raw)[0] == score
 
 
-@pytest.mark.parametrize("raw", ["", "I think it is right", '{"score": 0.7}', '{"explanation": "x"}', '{"score": "high"}'])
+@pytest.mark.parametrize(
+    "raw", ["", "I think it is right", '{"score": 0.7}', '{"explanation": "x"}', '{"score": "high"}']
+)
 def test_parse_invalid(raw: str) -> None:
     with pytest.raises(ValueError):
         parse_judge_output(raw)
@@ -83,3 +86,32 @@ def test_judge_many_keeps_order() -> None:
     judge = Judge(CachedLLM(FakeBackend(responder=responder), None))
     out = judge.judge_many([(Q, "GOOD"), (Q, "bad"), (Q, "GOOD")])
     assert [r.score for r in out] == [1.0, 0.0, 1.0]
+
+
+def test_make_judge_builds_from_registry(tmp_path: Path) -> None:
+    from benchmarks.judge import make_judge
+
+    judge = make_judge("fake", cache_path=str(tmp_path / "calls.sqlite"))
+    first = judge.judge(Q, "x")
+    again = judge.judge(Q, "x")
+    assert not first.failed and again.cost is not None and again.cost.cache_hits == 1
+
+
+@pytest.mark.slow
+def test_real_small_model_judge_and_answer_run() -> None:
+    """SmolLM2-135M through llama.cpp: the plumbing runs for real (its verdict quality is not tested)."""
+    from benchmarks.answer import AnswerGenerator
+    from benchmarks.judge import make_judge
+
+    try:
+        judge = make_judge("llamacpp", model="smollm2-135m", max_tokens=48)
+    except Exception as exc:  # model package missing on this machine
+        pytest.skip(f"smollm2-135m via llama.cpp unavailable: {exc}")
+    res = judge.judge(Q, "They went to the Rockies.")
+    assert res.raw or res.failed  # a real generation happened (or failed visibly)
+    assert res.cost is not None and res.cost.tokens_in > 50 and res.cost.models == ("smollm2-135m",)
+    assert (res.score is None) == res.failed
+    answer, cost = AnswerGenerator(judge.llm, "locomo", max_tokens=12).answer(
+        Q, 'Sam said, "We hiked the Rockies."'
+    )
+    assert isinstance(answer, str) and cost.tokens_in > 20 and cost.value > 0

@@ -101,3 +101,11 @@ def test_calibration_and_threshold_lookup():
     assert 0.0 < gate_threshold_for("minilm") < 1.0
     with pytest.raises(ValueError, match="no calibrated gate threshold"):
         gate_threshold_for("never-calibrated")
+
+
+def test_delete_removes_items_from_either_tier():
+    mem = _mem()
+    assert mem.delete([0, 29, 12345]) == 2
+    assert 0 not in mem and 29 not in mem and len(mem) == 28
+    assert mem.stats["deleted"] == 2 and mem.stats["pruned_total"] == 0
+    assert 29 not in [r.item_id for r in mem.retrieve(_query(29), k=10)]

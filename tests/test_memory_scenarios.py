@@ -18,7 +18,14 @@ def test_synthetic_generator_follows_the_protocol():
 
 def test_small_scenario_full_keeps_essentials_and_lru_loses_them():
     data = generate_synthetic(1200, 42)
-    base = MemoryConfig(l1_capacity=40, l2_capacity=400, entity_patterns="synthetic", reranker="lexical")
+    # A smaller ef_construction keeps the test fast; eviction and routing do not depend on it.
+    base = MemoryConfig(
+        l1_capacity=40,
+        l2_capacity=400,
+        entity_patterns="synthetic",
+        reranker="lexical",
+        hnsw_ef_construction=40,
+    )
     rows = run_modes(data, get_encoder("hashing"), base, ["full", "lru", "oracle_unbounded"])
     by = {(r["mode"], r["eval_set"]): r for r in rows}
     assert by[("full", "active")]["essential_lost"] == 0
@@ -40,3 +47,32 @@ def test_bgl_loader_on_real_data():
     assert len(d.texts) == 2000 and len(d.eval_sets["all"]) == 200
     assert sum(i == 0.95 for i in d.importance) > 50
     assert load_bgl(path, seed=42).queries == d.queries
+
+
+def test_cli_writes_csv_plot_and_metadata(tmp_path, capsys):
+    import csv
+    import json
+
+    import evaluate
+
+    out = tmp_path / "run"
+    argv = ["memory", "--scenario", "A", "--n", "300", "--l1", "20", "--l2", "100", "--encoder", "hashing"]
+    argv += ["--modes", "full,lru", "--seeds", "1,2", "--reranker", "lexical", "--no-cache"]
+    argv += ["--out", str(out)]
+    assert evaluate.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "active_mrr" in printed and "history_mrr" in printed and "latency_p50_ms" in printed
+    summary = list(csv.DictReader((out / "summary.csv").open()))
+    assert [r["mode"] for r in summary] == ["full", "lru"] and all(r["n_seeds"] == "2" for r in summary)
+    assert float(summary[0]["essential_lost"]) == 0 < float(summary[1]["essential_lost"])
+    assert len(list(csv.DictReader((out / "results.csv").open()))) == 2 * 2 * 2  # seeds x modes x eval sets
+    assert (out / "mrr.png").stat().st_size > 1000
+    meta = json.loads((out / "run_metadata.json").read_text())
+    assert meta["config"]["memory_config"]["l1_capacity"] == 20 and "git_commit" in meta
+
+
+def test_cli_rejects_unknown_mode():
+    import evaluate
+
+    with pytest.raises(SystemExit, match="unknown mode"):
+        evaluate.main(["memory", "--modes", "full,turbo", "--encoder", "hashing"])

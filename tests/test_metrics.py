@@ -80,7 +80,11 @@ def test_score_answer_locomo_rules() -> None:
 
 
 def test_per_category_skips_none_and_counts_it() -> None:
-    rows = [("1", {"f1": 1.0, "judge": None}), ("1", {"f1": 0.0, "judge": 1.0}), ("2", {"f1": 0.5, "judge": 0.5})]
+    rows = [
+        ("1", {"f1": 1.0, "judge": None}),
+        ("1", {"f1": 0.0, "judge": 1.0}),
+        ("2", {"f1": 0.5, "judge": 0.5}),
+    ]
     out = per_category(rows)
     assert list(out) == ["1", "2", "all"]
     assert out["1"]["f1"] == 0.5 and out["1"]["n"] == 2

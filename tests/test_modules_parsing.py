@@ -21,6 +21,8 @@ def test_string_list_garbage_raises():
         parse_string_list("I cannot help with that.")
     with pytest.raises(ParseError):
         parse_string_list('{"answer": 3}')
+    with pytest.raises(ParseError, match="truncated"):
+        parse_string_list('{"items": [\n \t\t\t')
 
 
 def test_indices_range_dedupe_and_truncation():
@@ -29,6 +31,8 @@ def test_indices_range_dedupe_and_truncation():
     assert parse_indices('{"relevant": []}', n=4) == []
     with pytest.raises(ParseError):
         parse_indices("two and four", n=4)
+    with pytest.raises(ParseError, match="truncated"):  # seen from SmolLM2: whitespace until max_tokens
+        parse_indices('{\n  "relevant": [\n   \n     \t\t\t\t', n=4)
 
 
 def test_extract_section_styles():

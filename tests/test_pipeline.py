@@ -172,3 +172,29 @@ def test_bad_arguments_have_clear_errors():
         build_pipeline("implementation", {"a": 1, "b": 2}, CostModel(), get_encoder("hashing"))
     with pytest.raises(RuntimeError, match="not finished"):
         pipe.begin(Q, EV).result()
+
+
+def test_non_ascii_evidence_runs_through_every_tier():
+    ev = [Evidence("u", 'José said, "I moved to Zürich — naïve café life 🎉 yesterday!"', TS)]
+    pipe = _pipe()
+    for t in Tier:
+        res = pipe.run("Where did José move?", ev, [t] * 5)
+        assert res.memory_text and not res.degraded_modules
+
+
+def test_reasoning_and_capacity_pipelines_build_and_run():
+    from modules.strategies.capacity import DEFAULT_MODELS
+
+    fake = CachedLLM(FakeBackend(responder=_responder))
+    res = build_pipeline("reasoning", {"default": fake}, CostModel(), get_encoder("hashing")).run(
+        Q, EV, [Tier.LOW] * 5
+    )
+    assert res.total_cost.calls == 5 and res.total_cost.models == ("fake-llm",)
+    llms = {
+        t.name.lower(): CachedLLM(FakeBackend(model_id=m, responder=_responder))
+        for t, m in DEFAULT_MODELS.items()
+    }
+    res = build_pipeline("capacity", llms, CostModel(), get_encoder("hashing")).run(
+        Q, EV, list(Tier) + [Tier.LOW] * 2
+    )
+    assert res.total_cost.models == tuple(sorted(DEFAULT_MODELS.values()))

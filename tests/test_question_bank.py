@@ -12,7 +12,9 @@ from modules.types import Evidence
 
 
 def _sample(sid: str, n: int) -> Sample:
-    qs = tuple(Question(question_id=f"{sid}:q{i}", question=f"q{i}?", answer="a", category="1") for i in range(n))
+    qs = tuple(
+        Question(question_id=f"{sid}:q{i}", question=f"q{i}?", answer="a", category="1") for i in range(n)
+    )
     return Sample(sample_id=sid, history=History(history_id=sid, sessions=()), questions=qs)
 
 
@@ -21,7 +23,9 @@ def test_select_questions_round_robin_seeded_and_limited():
     picked = select_questions(samples, limit=None, seed=0)
     assert len(picked) == 9
     assert [s.sample_id for s, _ in picked[:6]] == ["a", "b", "c", "a", "b", "c"]
-    assert sorted(q.question_id for _, q in picked) == sorted(q.question_id for s in samples for q in s.questions)
+    assert sorted(q.question_id for _, q in picked) == sorted(
+        q.question_id for s in samples for q in s.questions
+    )
     assert select_questions(samples, limit=None, seed=0) == picked
     assert [q for _, q in select_questions(samples, limit=None, seed=1)] != [q for _, q in picked]
     assert len(select_questions(samples, limit=4, seed=0)) == 4
@@ -32,8 +36,15 @@ def test_select_questions_round_robin_seeded_and_limited():
 
 
 def test_item_round_trip():
-    q = Question(question_id="x", question="Who?", answer="Bob", category="4", evidence_ids=("D1:2",),
-                 question_date="2023", extra={"k": "v"})
+    q = Question(
+        question_id="x",
+        question="Who?",
+        answer="Bob",
+        category="4",
+        evidence_ids=("D1:2",),
+        question_date="2023",
+        extra={"k": "v"},
+    )
     item = QuestionItem(q, "s1", "locomo", (Evidence("c1", "text", "t", 0.5, ("D1:2",)),))
     back = QuestionItem.from_dict(json.loads(json.dumps(item.to_dict())))
     assert back == item and back.question.extra == {"k": "v"}
@@ -42,12 +53,29 @@ def test_item_round_trip():
 def test_bank_key_depends_on_every_input(tmp_path):
     f = tmp_path / "data.json"
     f.write_text("[]")
-    base = dict(benchmark="locomo", benchmark_opts={}, split="train", data_files=[f], memory_config=None,
-                encoder_name="minilm", k=5, limit=None, max_samples=None, seed=0)
+    base = dict(
+        benchmark="locomo",
+        benchmark_opts={},
+        split="train",
+        data_files=[f],
+        memory_config=None,
+        encoder_name="minilm",
+        k=5,
+        limit=None,
+        max_samples=None,
+        seed=0,
+    )
     k0, ident = bank_key(**base)
     assert ident["data_sha256"]["data.json"]
-    for field, value in [("k", 3), ("split", "val"), ("encoder_name", "hashing"), ("limit", 10), ("seed", 1),
-                         ("memory_config", {"mode": "lru"}), ("benchmark_opts", {"include_adversarial": True})]:
+    for field, value in [
+        ("k", 3),
+        ("split", "val"),
+        ("encoder_name", "hashing"),
+        ("limit", 10),
+        ("seed", 1),
+        ("memory_config", {"mode": "lru"}),
+        ("benchmark_opts", {"include_adversarial": True}),
+    ]:
         assert bank_key(**{**base, field: value})[0] != k0, field
     f.write_text("[1]")  # a changed data file changes the key
     assert bank_key(**base)[0] != k0
@@ -74,8 +102,15 @@ def test_locomo_bank_builds_once_and_caches(tmp_path, monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(mb, "build_memory", counting)
-    kw = dict(encoder=get_encoder("hashing"), memory_config=build, k=4, limit=3, max_samples=1,
-              cache_dir=tmp_path, progress=False)
+    kw = dict(
+        encoder=get_encoder("hashing"),
+        memory_config=build,
+        k=4,
+        limit=3,
+        max_samples=1,
+        cache_dir=tmp_path,
+        progress=False,
+    )
     items = build_question_bank("locomo", "train", **kw)
     assert calls["n"] == 1  # one memory for the one history
     assert len(items) == 3 and len({it.question.question_id for it in items}) == 3

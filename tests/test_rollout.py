@@ -51,7 +51,11 @@ def test_rollout_matches_env_measurements():
         rec = run_episode(item, lambda obs, module: tiers[MODULE_ORDER.index(module)], comps)
         env_rec = info["record"]
         assert (env_rec.f1, env_rec.module_cost, env_rec.answer_cost, env_rec.tiers) == (
-            rec.f1, rec.module_cost, rec.answer_cost, rec.tiers)
+            rec.f1,
+            rec.module_cost,
+            rec.answer_cost,
+            rec.tiers,
+        )
 
 
 def test_evaluate_and_summarize_per_category():

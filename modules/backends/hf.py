@@ -121,7 +121,9 @@ class TransformersBackend(LLMBackend):
             gen_kw["temperature"] = request.temperature
             torch.manual_seed(request.seed)
         if stops:
-            gen_kw.update(stop_strings=stops, tokenizer=self.tokenizer)
+            # Our own criterion rather than transformers' ``stop_strings``, which needs a
+            # BPE-style vocabulary and fails on some tokenizers.
+            gen_kw["stopping_criteria"] = [_StopOnStrings(self.tokenizer, stops, ids.shape[1])]
         pad = self.tokenizer.pad_token_id
         gen_kw["pad_token_id"] = pad if pad is not None else self.tokenizer.eos_token_id
         try:
@@ -147,6 +149,20 @@ class TransformersBackend(LLMBackend):
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
         """Run the requests one after another (greedy decoding is exact without padding)."""
         return [self._one(r) for r in requests]
+
+
+class _StopOnStrings:
+    """Stop when the decoded continuation contains a stop string (single-sequence batches)."""
+
+    def __init__(self, tokenizer: Any, stops: list[str], prompt_len: int) -> None:
+        self.tokenizer, self.stops, self.prompt_len = tokenizer, stops, prompt_len
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        text = self.tokenizer.decode(input_ids[0, self.prompt_len :], skip_special_tokens=True)
+        done = any(s in text for s in self.stops)
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 
 def _load_model(auto_cls: Any, directory: Path, kwargs: dict[str, Any]) -> Any:

@@ -1,0 +1,157 @@
+"""In-process training runs with the fake LLM backend on real LoCoMo questions (tiny budgets).
+
+Determinism (same seed and warm cache -> identical exported weights), resuming from a
+checkpoint, settings validation and the run directory's contents.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from common.datadir import DataFileError, data_file
+from policies.router import WEIGHTS_FILE, Router
+from policies.training.config import load_config
+from policies.training.settings import PPOSettings, SettingsError, TrainSettings, WandbSettings
+
+TINY = ["backend=fake", "encoder=hashing", "memory=no_ce", "train=tiny", "ppo=tiny", "question_bank.max_samples=1"]
+
+
+def _has_locomo() -> bool:
+    try:
+        data_file("locomo10.json")
+    except DataFileError:
+        return False
+    return True
+
+
+needs_data = pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data directory absent (locomo10.json)")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One question-bank cache and one call cache for the module (built once, then hits)."""
+    return tmp_path_factory.mktemp("train_shared")
+
+
+def _cfg(shared, runs, *extra):
+    return load_config([*TINY, f"runs_dir={runs}", f"cache.path={shared / 'calls.sqlite'}",
+                        f"question_bank.cache_dir={shared / 'banks'}", *extra])
+
+
+def test_default_config_composes_with_the_documented_defaults():
+    cfg = load_config()
+    assert cfg["benchmark"]["name"] == "locomo"
+    assert cfg["strategy"]["name"] == "implementation"
+    assert cfg["backend"] == {"name": "llamacpp", "model": "smollm2-135m", "n_threads": 2}
+    assert cfg["reward"]["task_metric"] == "f1"
+    assert cfg["wandb"]["mode"] == "disabled"
+    assert cfg["run_name"] == "locomo__implementation__lam0.0__s0"
+    assert cfg["run_dir"] == "runs/locomo__implementation__lam0.0__s0"
+    TrainSettings.from_config(cfg["train"])
+    PPOSettings.from_config(cfg["ppo"])
+    swept = load_config(["cost.lambda=0.3", "seed=2", "strategy=capacity"])
+    assert swept["run_name"] == "locomo__capacity__lam0.3__s2"
+    assert swept["llms"]["high"]["model"] == "qwen2.5-1.5b"
+
+
+@pytest.mark.parametrize(
+    ("section", "data", "match"),
+    [
+        (TrainSettings, {"eval_frq": 10}, "unknown keys \\['eval_frq'\\]"),
+        (TrainSettings, {"total_timesteps": 0}, "total_timesteps must be > 0"),
+        (TrainSettings, {"val_split": "train"}, "held-out"),
+        (TrainSettings, {"select_metric": "reward"}, "select_metric='reward'"),
+        (TrainSettings, {"vec_env": "ray"}, "vec_env='ray'"),
+        (PPOSettings, {"batch_size": 1}, "batch_size must be > 1"),
+        (PPOSettings, {"policy": {"hiden": 3}}, "ppo.policy"),
+        (WandbSettings, {"mode": "cloud"}, "wandb.mode='cloud'"),
+    ],
+)
+def test_bad_settings_name_the_field(section, data, match):
+    with pytest.raises(SettingsError, match=match):
+        section.from_config(data)
+
+
+def test_wandb_off_aliases():
+    assert not WandbSettings.from_config({"mode": "off"}).enabled
+    assert WandbSettings.from_config({"mode": "offline"}).enabled
+
+
+def _weights(run_dir):
+    return torch.load(run_dir / "router" / WEIGHTS_FILE, weights_only=True)
+
+
+@needs_data
+def test_same_seed_and_warm_cache_give_identical_routers(shared, tmp_path):
+    from policies.training.loop import train
+
+    first = train(_cfg(shared, tmp_path / "a"))
+    second = train(_cfg(shared, tmp_path / "b"))
+    assert second["cache_hits"] > 0
+    a, b = _weights(tmp_path / "a" / first["run_name"]), _weights(tmp_path / "b" / second["run_name"])
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    def scores(result):  # cache statistics differ by design (cold vs warm)
+        return {k: v for k, v in result["validation"].items() if not k.startswith("cache")}
+
+    assert scores(first) == scores(second)
+    # A different seed gives a different router (so the check above can fail).
+    third = train(_cfg(shared, tmp_path / "c", "seed=1"))
+    c = _weights(tmp_path / "c" / third["run_name"])
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+
+
+@needs_data
+def test_run_directory_contents_and_provenance(shared, tmp_path):
+    from policies.training.loop import train
+
+    result = train(_cfg(shared, tmp_path))
+    run = tmp_path / result["run_name"]
+    for name in ("config.yaml", "run_metadata.json", "progress.csv", "validation.json", "validation.md",
+                 "result.json", "router/metadata.json", "checkpoints/last/model.zip", "checkpoints/last/state.json"):
+        assert (run / name).is_file(), name
+    meta = json.loads((run / "run_metadata.json").read_text())
+    assert set(meta) >= {"config", "git_commit", "packages", "data_checksums"}
+    assert "locomo10.json" in meta["data_checksums"]
+    router = Router.load(run / "router")
+    assert router.metadata["encoder"] == "hashing"
+    assert router.metadata["strategy"] == "implementation"
+    assert router.metadata["provenance"]["git_commit"] == meta["git_commit"]
+    assert router.metadata["validation"]["metric"] == "f1"
+    header = (run / "progress.csv").read_text().splitlines()[0].split(",")
+    for key in ("train/value_loss", "train/policy_gradient_loss", "train/entropy_loss", "train/approx_kl",
+                "reward/r_task", "reward/r_cost", "cost/raw", "cost/normalised", "tiers/filter/high",
+                "tiers/high_share", "val/f1", "val/module_cost", "cache/hit_rate"):
+        assert key in header, key
+    history = json.loads((run / "validation.json").read_text())["history"]
+    assert [h["step"] for h in history] == [20, 40]
+    assert result["timesteps"] == 40
+
+
+@needs_data
+def test_resume_continues_from_the_checkpoint(shared, tmp_path):
+    from policies.training.loop import train
+
+    first = train(_cfg(shared, tmp_path))
+    run = tmp_path / first["run_name"]
+    state = json.loads((run / "checkpoints/last/state.json").read_text())
+    assert state["num_timesteps"] == 40
+    assert len(state["envs"]) == 2 and state["envs"][0]["reward_shaper"]["normalizer"]["costs"]
+    resumed = train(_cfg(shared, tmp_path, f"resume={run}", "train.total_timesteps=60"))
+    assert resumed["timesteps"] == 60
+    history = json.loads((run / "validation.json").read_text())["history"]
+    assert [h["step"] for h in history] == [20, 40, 60]
+    assert (run / "progress.csv").is_file() and (run / "progress-from-40.csv").is_file()
+    state = json.loads((run / "checkpoints/last/state.json").read_text())
+    assert state["num_timesteps"] == 60
+    # The reward normaliser kept its window: 8 episodes before + 4 after.
+    assert sum(len(e["reward_shaper"]["normalizer"]["costs"]) for e in state["envs"]) == 12
+    with pytest.raises(ValueError, match="different config"):
+        train(_cfg(shared, tmp_path, f"resume={run}", "train.total_timesteps=80", "cost.lambda=0.5",
+                   f"run_dir={run}"))
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train(_cfg(shared, tmp_path, f"resume={tmp_path / 'nowhere'}"))
