@@ -55,12 +55,17 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         The written path.
     """
     q, c = report.quality, report.cost
-    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+    routers = [s for s in report.summaries if s.kind == "router"]
+    if routers:
+        fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+    else:
+        fig, ax = plt.subplots(figsize=(8, 5.5))
+        ax_t = None
     pts = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
     by_name = {s.name: s for s in report.summaries}
     x_max = max((p.cost for p in pts), default=1.0) * 1.05 or 1.0
     ref = by_name.get(report.reference or "")
-    if ref is not None:
+    if ref is not None and ref.metrics[q].mean > 0 and pts:
         # Target region: >= quality_frac of the reference quality at <= cost_frac of its cost.
         ax.fill_between(
             [0, report.cost_frac * ref.metrics[c].mean],
@@ -72,16 +77,16 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         )
     if "baselines" in report.scores:
         s = report.scores["baselines"]
+        tag = " (APGR 0.5)" if s.q_hi > s.q_lo else ""
         ax.plot(
             [s.c_lo, s.c_hi],
             [s.q_lo, s.q_hi],
             ls=":",
             color="grey",
             lw=1,
-            label=f"{s.low} to {s.high} line (APGR 0.5)",
+            label=f"{s.low} to {s.high} line{tag}",
         )
     colours = plt.get_cmap("viridis")
-    routers = [s for s in report.summaries if s.kind == "router"]
     for kind, family in (("baseline", "baselines"), ("router", "routers")):
         fam = [p for p in pts if p.kind == kind]
         if not fam:
@@ -93,7 +98,9 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             fam = [*fam, floor]
         front = pareto_frontier(fam)
         xs, ys = _step_xy(front, x_max)
-        label = f"{family} frontier" + (f" (APGR {score.apgr:.2f}, AUC {score.auc:.2f})" if score else "")
+        label = f"{family} frontier" + (
+            f" (APGR {score.apgr:.2f}, AUC {score.auc:.2f})" if score and math.isfinite(score.apgr) else ""
+        )
         ax.plot(
             xs,
             ys,
@@ -122,10 +129,10 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
     ax.set_ylabel(_LABELS.get(q, q))
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     ax.set_title("cost-quality frontier (95% bootstrap CIs)", fontsize=10)
 
-    if routers:
+    if ax_t is not None:
         width = 0.8 / len(routers)
         x = np.arange(len(MODULE_ORDER))
         for i, s in enumerate(routers):
@@ -139,9 +146,6 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         ax_t.set_ylabel("mean tier chosen")
         ax_t.legend(fontsize=7)
         ax_t.set_title("routers: mean tier per module", fontsize=10)
-    else:
-        ax_t.axis("off")
-        ax_t.text(0.5, 0.5, "no routers evaluated", ha="center", va="center")
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()

@@ -202,7 +202,13 @@ def verdict_lines(report: FrontierReport) -> list[str]:
         lines.append(f"    {word}: routers dominate {n_dom} of {len(dom.dominated_by)} baselines.")
         for b, r in dom.dominated_by.items():
             lines.append(f"      {b}: " + (f"dominated by {r}" if r else "not dominated by any router"))
-    if "routers" in report.scores and report.dominance is not None:
+    sb_all = report.scores.get("baselines")
+    if sb_all is not None and not sb_all.q_hi > sb_all.q_lo:
+        lines.append(
+            f"    Note: the dearest baseline ({sb_all.high}, {q} {sb_all.q_hi:.3f}) is not better than the "
+            f"cheapest ({sb_all.low}, {sb_all.q_lo:.3f}): no quality gap to recover, so APGR is undefined."
+        )
+    elif "routers" in report.scores and report.dominance is not None:
         sr, sb = report.scores["routers"], report.scores["baselines"]
         lines.append(
             f"    Frontier score over [{sr.low}, {sr.high}] cost range: APGR routers {sr.apgr:.3f} vs "

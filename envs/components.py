@@ -280,7 +280,7 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         raise ConfigError(f"config encoder: {exc.args[0]}") from exc
 
     cache = None
-    cache_path = cache_cfg.get("path", DEFAULT_CACHE_PATH) if "path" in cache_cfg else DEFAULT_CACHE_PATH
+    cache_path = cache_cfg.get("path", DEFAULT_CACHE_PATH)
     if cache_path is not None:
         from common.datadir import PROJECT_ROOT
         from modules.cache import CallCache

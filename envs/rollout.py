@@ -62,6 +62,8 @@ def evaluate_policy(
     from tqdm.auto import tqdm
 
     items = list(items)
+    # One encoder batch for all queries is much faster than one call per episode (MiniLM on CPU).
+    components.obs_builder.embed_many([it.question.question for it in items])
     return [
         run_episode(item, decide, components)
         for item in tqdm(items, desc="evaluate", unit="q", disable=not progress)

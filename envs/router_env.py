@@ -167,6 +167,41 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"action must be one of 0 (LOW), 1 (MID), 2 (HIGH), got {action!r}")
         return Tier(int(value))
 
+    # ------------------------------------------------------------------ resume support
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resumed run needs to continue exactly (JSON-friendly).
+
+        That is the reward-shaper statistics, the question-order RNG, and the current epoch's
+        permutation and position in it.
+        """
+        return {
+            "reward_shaper": self.reward_shaper.state_dict(),
+            "np_random": _jsonable(self.np_random.bit_generator.state),
+            "order": [int(i) for i in self._order],
+            "cursor": self._cursor,
+            "episodes_done": self.episodes_done,
+            "n_items": len(self.items),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (the bank must have the same size).
+
+        Raises:
+            ValueError: If the saved state is for a bank of a different size.
+        """
+        if int(state["n_items"]) != len(self.items):
+            raise ValueError(
+                f"saved env state is for {state['n_items']} questions, this bank has {len(self.items)}"
+            )
+        self.reward_shaper.load_state_dict(state["reward_shaper"])
+        bitgen_state = state["np_random"]
+        rng = np.random.Generator(getattr(np.random, bitgen_state["bit_generator"])())
+        rng.bit_generator.state = bitgen_state
+        self.np_random = rng
+        self._order = np.asarray(state["order"], dtype=np.int64)
+        self._cursor = int(state["cursor"])
+        self.episodes_done = int(state["episodes_done"])
+
     @property
     def current_item(self) -> QuestionItem | None:
         """The bank item of the running (or last) episode."""
@@ -200,3 +235,12 @@ def terminal_info(record: EpisodeRecord, terms: dict[str, float], raw_cost: floa
         "reward_terms": dict(terms),
         "record": record,
     }
+
+
+def _jsonable(obj: Any) -> Any:
+    """Make a numpy bit-generator state (which holds numpy ints) plain JSON values."""
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj

@@ -1,9 +1,11 @@
-"""A persistent call cache (SQLite, WAL mode) and an LLM wrapper that goes through it.
+"""A persistent call cache (SQLite in WAL mode, or Redis) and an LLM wrapper that goes through it.
 
 Every LLM call is a pure function of (tags, model, request, code version) at temperature 0,
-so repeated epochs and lambda sweeps replay results instead of recomputing them. SQLite in
-WAL mode lets several processes (parallel sweeps) read and write the same file safely; a
-busy timeout makes writers wait for each other instead of failing.
+so repeated epochs and lambda sweeps replay results instead of recomputing them. The entries
+live in a store chosen by URL (:mod:`modules.cache_stores`): a SQLite file in WAL mode lets
+the processes of one machine (parallel sweep workers) share it safely, with a busy timeout so
+writers wait for each other instead of failing; ``redis://...`` shares one cache across a
+cluster's workers.
 
 A replayed result carries the *original* tokens and latency (with ``cached=True``) so the
 metered cost of a call does not depend on whether the cache was warm.
@@ -14,88 +16,83 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sqlite3
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from modules.backends.base import GenerationRequest, GenerationResult, LLMBackend
+from modules.cache_stores import CacheStore, open_store, store_scheme
 
 CODE_VERSION = "llm-call-v1"
 """Bump when prompts' meaning or result post-processing changes, to invalidate old entries."""
 
 
 class CallCache:
-    """Key-value store of JSON dicts in one SQLite file, safe across threads and processes.
+    """Key-value store of JSON dicts behind a pluggable store, safe across threads and processes.
 
     Args:
-        path: SQLite file (created with its parent directories), or ``":memory:"``.
-        busy_timeout_s: How long a writer waits for another process's lock.
+        path: Where the entries live: a SQLite file (created with its parent directories),
+            ``":memory:"``, or a store URL such as ``redis://host:6379/0`` (see
+            :func:`modules.cache_stores.open_store`).
+        busy_timeout_s: How long a SQLite writer waits for another process's lock.
+        store: A ready :class:`~modules.cache_stores.CacheStore` (then ``path`` is only a label).
 
     Attributes:
-        hits: Number of ``get`` calls that found a value.
-        misses: Number of ``get`` calls that did not.
+        hits: Number of looked-up keys that had a value.
+        misses: Number of looked-up keys that did not.
     """
 
-    def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 60.0) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # One connection shared by this object's threads, serialised by a lock: simpler than
-        # per-thread connections and fast enough (the LLM call dominates).
-        self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-            if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
-            )
-            self._conn.commit()
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        busy_timeout_s: float = 60.0,
+        *,
+        store: CacheStore | None = None,
+    ) -> None:
+        if store is None:
+            kwargs = {"busy_timeout_s": busy_timeout_s} if store_scheme(path) == "sqlite" else {}
+            store = open_store(path, **kwargs)
+        self.store = store
+        self.path = str(store.url if path == ":memory:" and store.url else os.fspath(path))
+        self._count_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
+    def get_many(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Values of ``keys`` in order (None where absent), counting hits and misses."""
+        values = self.store.get_many(list(keys))
+        found = sum(v is not None for v in values)
+        with self._count_lock:
+            self.hits += found
+            self.misses += len(values) - found
+        return values
+
     def get(self, key: str) -> dict[str, Any] | None:
         """Return the stored dict for ``key``, or None (and count a hit or miss)."""
-        with self._lock:
-            row = self._conn.execute("SELECT value FROM calls WHERE key = ?", (key,)).fetchone()
-            if row is None:
-                self.misses += 1
-                return None
-            self.hits += 1
-        return json.loads(row[0])
+        return self.get_many([key])[0]
+
+    def put_many(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Store several ``(key, value)`` pairs in one transaction / round trip."""
+        self.store.put_many(items)
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
         """Store ``value`` (JSON-serialisable) under ``key``, replacing any old value."""
-        text = json.dumps(dict(value), sort_keys=True, ensure_ascii=False)
-        with self._lock:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO calls (key, value, created) VALUES (?, ?, ?)",
-                (key, text, time.time()),
-            )
-            self._conn.commit()
+        self.store.put_many([(key, value)])
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+        return len(self.store)
 
     def __contains__(self, key: object) -> bool:
-        with self._lock:
-            return self._conn.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone() is not None
+        return key in self.store
 
     def stats(self) -> dict[str, int]:
         """Hit/miss counters and the number of stored entries."""
         return {"hits": self.hits, "misses": self.misses, "entries": len(self)}
 
     def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._conn.close()
+        """Close the store's connection."""
+        self.store.close()
 
     def __enter__(self) -> CallCache:
         return self
@@ -154,7 +151,9 @@ class CachedLLM:
         """Answer ``requests`` from the cache where possible; send the misses as one batch.
 
         Duplicate requests inside one batch are computed once. Failed calls are returned
-        but not stored, so a later run retries them.
+        but not stored, so a later run retries them. Inside a batching scheduler's worker
+        thread (see :mod:`modules.batching`) the requests wait there and go to the backend
+        together with the other episodes' calls.
 
         Args:
             requests: The generation requests.
@@ -163,20 +162,37 @@ class CachedLLM:
         Returns:
             One result per request, in order; replayed ones have ``cached=True``.
         """
+        items = [(r, tags) for r in requests]
+        batcher = current_batcher()
+        if batcher is not None:
+            return batcher.submit(self, items)
+        return self.generate_tagged(items)
+
+    def generate_tagged(
+        self, items: Sequence[tuple[GenerationRequest, Mapping[str, str]]]
+    ) -> list[GenerationResult]:
+        """Like :meth:`generate`, but every request carries its own tags (one backend batch for all).
+
+        Args:
+            items: ``(request, tags)`` pairs.
+
+        Returns:
+            One result per pair, in order.
+        """
+        requests = [r for r, _ in items]
         if self.cache is None:
-            return self.backend.generate(list(requests))
-        keys = [call_key(tags, self.model_id, r) for r in requests]
+            return self.backend.generate(requests) if requests else []
+        keys = [call_key(tags, self.model_id, r) for r, tags in items]
         results: dict[str, GenerationResult] = {}
         todo: dict[str, GenerationRequest] = {}
-        for key, request in zip(keys, requests, strict=True):
-            if key in results or key in todo:
-                continue
-            stored = self.cache.get(key)
+        unique = list(dict.fromkeys(keys))
+        by_key = dict(zip(keys, requests, strict=True))
+        for key, stored in zip(unique, self.cache.get_many(unique), strict=True):
             if stored is not None:
                 fields = {f: stored[f] for f in _STORED_FIELDS if f in stored}
                 results[key] = GenerationResult(**fields, cached=True)
             else:
-                todo[key] = request
+                todo[key] = by_key[key]
         if todo:
             fresh = self.backend.generate(list(todo.values()))
             if len(fresh) != len(todo):
@@ -184,11 +200,13 @@ class CachedLLM:
                     f"backend {type(self.backend).__name__} returned {len(fresh)} results "
                     f"for {len(todo)} requests"
                 )
+            good: list[tuple[str, dict[str, Any]]] = []
             for key, result in zip(todo, fresh, strict=True):
                 results[key] = result
                 if result.ok:
                     stored = asdict(result)
-                    self.cache.put(key, {f: stored[f] for f in _STORED_FIELDS})
+                    good.append((key, {f: stored[f] for f in _STORED_FIELDS}))
+            self.cache.put_many(good)
         # A duplicate of a freshly computed request inside the same batch is, for metering,
         # a cache hit: it would have been one with a sequential loop.
         out: list[GenerationResult] = []
@@ -198,3 +216,26 @@ class CachedLLM:
             out.append(replace(res, cached=True) if key in seen and not res.cached and res.ok else res)
             seen.add(key)
         return out
+
+
+class Batcher(Protocol):
+    """What :meth:`CachedLLM.generate` hands its calls to inside a batching worker thread."""
+
+    def submit(
+        self, llm: CachedLLM, items: Sequence[tuple[GenerationRequest, Mapping[str, str]]]
+    ) -> list[GenerationResult]:
+        """Queue the calls, wait until their batch ran, return their results in order."""
+        ...
+
+
+_THREAD = threading.local()
+
+
+def current_batcher() -> Batcher | None:
+    """The batcher bound to the calling thread (None outside batched rollouts)."""
+    return getattr(_THREAD, "batcher", None)
+
+
+def bind_batcher(batcher: Batcher | None) -> None:
+    """Route this thread's :meth:`CachedLLM.generate` calls through ``batcher`` (None unbinds)."""
+    _THREAD.batcher = batcher

@@ -12,7 +12,7 @@ def chat(text: str, **kw) -> GenerationRequest:
 
 
 def test_registry_names_and_unknown() -> None:
-    assert set(BACKENDS) == {"llamacpp", "transformers", "vllm", "openai", "fake"}
+    assert set(BACKENDS) == {"llamacpp", "transformers", "vllm", "openai", "fake", "resilient"}
     assert isinstance(get_backend("fake", model_id="m"), FakeBackend)
     with pytest.raises(KeyError, match="unknown LLM backend 'nope'"):
         backend_class("nope")

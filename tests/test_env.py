@@ -245,3 +245,31 @@ def test_gym_make_with_prebuilt_parts():
             items=make_fake_bank(1),
             components=comps,
         )
+
+
+def test_state_dict_resumes_exactly():
+    import json
+
+    env = make_env(lam=0.4, seed=5)
+    for _ in range(7):  # part-way through the first epoch of the 12-question bank
+        env.reset()
+        for _ in range(5):
+            env.step(1)
+    state = json.loads(json.dumps(env.state_dict()))
+    expected = trajectory_from_current(env, 9)
+    resumed = make_env(lam=0.4, seed=999)
+    resumed.load_state_dict(state)
+    got = trajectory_from_current(resumed, 9)
+    assert got == expected
+    with pytest.raises(ValueError, match="questions"):
+        MemoryRouterEnv(make_fake_bank(1), make_fake_components(), RewardShaper()).load_state_dict(state)
+
+
+def trajectory_from_current(env: MemoryRouterEnv, n: int):
+    out = []
+    for i in range(n):
+        _, info = env.reset()
+        for _ in range(5):
+            *_, r, _, _, _ = env.step(i % 3)
+        out.append((info["question_id"], r))
+    return out

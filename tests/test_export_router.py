@@ -36,16 +36,32 @@ def trained():
     items = make_fake_bank(3)
     comps = make_fake_components(cost_lambda=0.3)
     env = MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=0.3), seed=0)
-    kwargs = router_policy_kwargs(comps.obs_builder.spec, hidden=32, latent=32, pi_layers=[16], vf_layers=[16])
-    model = PPO("MlpPolicy", env, policy_kwargs=kwargs, n_steps=50, batch_size=25, n_epochs=2,
-                learning_rate=3e-3, gamma=1.0, seed=0, device="cpu")
+    kwargs = router_policy_kwargs(
+        comps.obs_builder.spec, hidden=32, latent=32, pi_layers=[16], vf_layers=[16]
+    )
+    model = PPO(
+        "MlpPolicy",
+        env,
+        policy_kwargs=kwargs,
+        n_steps=50,
+        batch_size=25,
+        n_epochs=2,
+        learning_rate=3e-3,
+        gamma=1.0,
+        seed=0,
+        device="cpu",
+    )
     model.learn(100)
     return model, items, comps
 
 
 def _meta(comps):
-    return {"observation_spec": comps.obs_builder.spec.to_dict(), "encoder": comps.encoder.name,
-            "cost_lambda": 0.3, "strategy": "fake"}
+    return {
+        "observation_spec": comps.obs_builder.spec.to_dict(),
+        "encoder": comps.encoder.name,
+        "cost_lambda": 0.3,
+        "strategy": "fake",
+    }
 
 
 def _env_observations(items, comps):
@@ -65,7 +81,9 @@ def test_export_reproduces_ppo_actions(trained, tmp_path):
     model, items, comps = trained
     path = export_router(model, tmp_path / "router", _meta(comps))
     router = Router.load(path)
-    obs = np.concatenate([_env_observations(items, comps), probe_observations(router.actor.config, 200, seed=3)])
+    obs = np.concatenate(
+        [_env_observations(items, comps), probe_observations(router.actor.config, 200, seed=3)]
+    )
     theirs = ppo_actions(model, obs)
     ours = np.array([router.act(o)[0] for o in obs])
     np.testing.assert_array_equal(ours, theirs)
@@ -87,14 +105,15 @@ def test_reload_in_a_fresh_process_without_training_code(trained, tmp_path):
 import sys, json, numpy as np
 from policies.router import Router
 router = Router.load({str(path)!r})
-actions = router.act(np.load({str(tmp_path / 'obs.npy')!r}))
+actions = router.act(np.load({str(tmp_path / "obs.npy")!r}))
 banned = [m for m in ("stable_baselines3", "hydra", "wandb", "gymnasium", "policies.sb3_policy",
                       "policies.training", "policies.export", "envs") if m in sys.modules]
 print(json.dumps({{"actions": actions.tolist(), "banned": banned}}))
 """
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["banned"] == []

@@ -13,7 +13,9 @@ from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline, pars
 OBS = np.zeros(8, np.float32)
 
 
-@pytest.mark.parametrize(("name", "tier"), [("all-low", Tier.LOW), ("all-mid", Tier.MID), ("all-high", Tier.HIGH)])
+@pytest.mark.parametrize(
+    ("name", "tier"), [("all-low", Tier.LOW), ("all-mid", Tier.MID), ("all-high", Tier.HIGH)]
+)
 def test_all_tier_baselines(name, tier):
     policy = get_baseline(name)
     assert [policy.decide(OBS, m) for m in MODULE_ORDER] == [tier] * 5
@@ -22,7 +24,13 @@ def test_all_tier_baselines(name, tier):
 
 def test_fixed_tuple_baseline_per_module():
     policy = get_baseline("fixed:L,M,H,mid,2")
-    assert [policy.decide(OBS, m) for m in MODULE_ORDER] == [Tier.LOW, Tier.MID, Tier.HIGH, Tier.MID, Tier.HIGH]
+    assert [policy.decide(OBS, m) for m in MODULE_ORDER] == [
+        Tier.LOW,
+        Tier.MID,
+        Tier.HIGH,
+        Tier.MID,
+        Tier.HIGH,
+    ]
     assert policy.name == "fixed:L,M,H,M,H"
     assert get_baseline(policy.name).tiers == policy.tiers
 
@@ -70,7 +78,13 @@ def test_random_policy_is_seeded_and_covers_all_tiers():
 
 def test_parse_tier_short_forms():
     assert [parse_tier(x) for x in ("l", "M", " h ", "LOW", 1, Tier.HIGH)] == [
-        Tier.LOW, Tier.MID, Tier.HIGH, Tier.LOW, Tier.MID, Tier.HIGH]
+        Tier.LOW,
+        Tier.MID,
+        Tier.HIGH,
+        Tier.LOW,
+        Tier.MID,
+        Tier.HIGH,
+    ]
 
 
 def test_baselines_run_through_the_evaluation_loop():

@@ -44,9 +44,14 @@ def test_descriptor_is_selected_by_the_module_one_hot():
     """Same content, different module: the latents differ exactly by the descriptor rows."""
     trunk = RouterTrunk(LAYOUT, hidden=8, latent=8)
     a, b = _obs(4, 0), _obs(4, 3)  # same seed -> identical content, different one-hot
-    content = torch.cat([a[:, LAYOUT.query_slice[0] : LAYOUT.query_slice[1]],
-                         a[:, LAYOUT.input_slice[0] : LAYOUT.input_slice[1]],
-                         a[:, LAYOUT.scalar_slice[0] : LAYOUT.scalar_slice[1]]], dim=1)
+    content = torch.cat(
+        [
+            a[:, LAYOUT.query_slice[0] : LAYOUT.query_slice[1]],
+            a[:, LAYOUT.input_slice[0] : LAYOUT.input_slice[1]],
+            a[:, LAYOUT.scalar_slice[0] : LAYOUT.scalar_slice[1]],
+        ],
+        dim=1,
+    )
     for obs, m in ((a, 0), (b, 3)):
         expected = trunk.mlp(torch.cat([trunk.content(content), trunk.descriptor.weight[m].expand(4, -1)], 1))
         torch.testing.assert_close(trunk(obs), expected, rtol=0, atol=0)
@@ -93,7 +98,13 @@ def test_sb3_policy_uses_the_router_network():
     assert policy.action_net.out_features == 3
     assert policy.mlp_extractor.value_net[0].out_features == 12
     cfg = network_config(policy)
-    assert (cfg.hidden, cfg.latent, cfg.pi_layers, cfg.vf_layers, cfg.activation) == (32, 24, (16,), (12,), "relu")
+    assert (cfg.hidden, cfg.latent, cfg.pi_layers, cfg.vf_layers, cfg.activation) == (
+        32,
+        24,
+        (16,),
+        (12,),
+        "relu",
+    )
     assert cfg.layout == ObsLayout.from_spec(env.obs_spec)
 
 

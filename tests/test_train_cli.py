@@ -15,7 +15,14 @@ import pytest
 from common.datadir import DataFileError, data_file
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = ["backend=fake", "encoder=hashing", "memory=no_ce", "train=tiny", "ppo=tiny", "question_bank.max_samples=1"]
+TINY = [
+    "backend=fake",
+    "encoder=hashing",
+    "memory=no_ce",
+    "train=tiny",
+    "ppo=tiny",
+    "question_bank.max_samples=1",
+]
 
 
 def _has_locomo() -> bool:
@@ -34,12 +41,23 @@ pytestmark = [
 
 def _run(args, tmp_path, **env_extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0", **env_extra)
-    paths = [f"runs_dir={tmp_path / 'runs'}", f"cache.path={tmp_path / 'cache' / 'calls.sqlite'}",
-             f"question_bank.cache_dir={tmp_path / 'banks'}"]
+    env.update(
+        OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONHASHSEED="0", **env_extra
+    )
+    paths = [
+        f"runs_dir={tmp_path / 'runs'}",
+        f"cache.path={tmp_path / 'cache' / 'calls.sqlite'}",
+        f"question_bank.cache_dir={tmp_path / 'banks'}",
+    ]
     # cwd is the tmp dir: nothing may be written relative to the working directory.
-    out = subprocess.run([sys.executable, str(ROOT / "train.py"), *args, *TINY, *paths], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args, *TINY, *paths],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out
 
@@ -50,8 +68,16 @@ def test_single_run_with_offline_wandb(tmp_path):
     out = _run(["wandb.mode=offline"], tmp_path, WANDB_DIR=str(wandb_dir), WANDB_SILENT="true")
     run = tmp_path / "runs" / "locomo__implementation__lam0.0__s0"
     assert "router:" in out.stdout and "validation report:" in out.stdout
-    for name in ("router/metadata.json", "router/router.pt", "checkpoints/last/model.zip", "validation.md",
-                 "config.yaml", "run_metadata.json", ".hydra/config.yaml", ".hydra/overrides.yaml"):
+    for name in (
+        "router/metadata.json",
+        "router/router.pt",
+        "checkpoints/last/model.zip",
+        "validation.md",
+        "config.yaml",
+        "run_metadata.json",
+        ".hydra/config.yaml",
+        ".hydra/overrides.yaml",
+    ):
         assert (run / name).is_file(), name
     assert sorted(p.name for p in tmp_path.iterdir()) == ["banks", "cache", "runs", "wandb_files"]
     offline = list(wandb_dir.rglob("offline-run-*"))
@@ -68,7 +94,10 @@ def test_lambda_multirun_shares_the_call_cache(tmp_path):
     sweeps = list((runs / "sweeps").glob("sweep-*.csv"))
     assert len(sweeps) == 1 and str(sweeps[0]) in out.stdout
     rows = list(csv.DictReader(sweeps[0].open()))
-    assert [(r["lambda"], r["seed"], r["status"]) for r in rows] == [("0", "0", "completed"), ("0.5", "0", "completed")]
+    assert [(r["lambda"], r["seed"], r["status"]) for r in rows] == [
+        ("0", "0", "completed"),
+        ("0.5", "0", "completed"),
+    ]
     for row in rows:
         for col in ("high_share", "val_f1", "val_module_cost", "llm_calls", "cache_hits"):
             assert row[col] != "", col

@@ -16,7 +16,14 @@ from policies.router import WEIGHTS_FILE, Router
 from policies.training.config import load_config
 from policies.training.settings import PPOSettings, SettingsError, TrainSettings, WandbSettings
 
-TINY = ["backend=fake", "encoder=hashing", "memory=no_ce", "train=tiny", "ppo=tiny", "question_bank.max_samples=1"]
+TINY = [
+    "backend=fake",
+    "encoder=hashing",
+    "memory=no_ce",
+    "train=tiny",
+    "ppo=tiny",
+    "question_bank.max_samples=1",
+]
 
 
 def _has_locomo() -> bool:
@@ -37,8 +44,15 @@ def shared(tmp_path_factory):
 
 
 def _cfg(shared, runs, *extra):
-    return load_config([*TINY, f"runs_dir={runs}", f"cache.path={shared / 'calls.sqlite'}",
-                        f"question_bank.cache_dir={shared / 'banks'}", *extra])
+    return load_config(
+        [
+            *TINY,
+            f"runs_dir={runs}",
+            f"cache.path={shared / 'calls.sqlite'}",
+            f"question_bank.cache_dir={shared / 'banks'}",
+            *extra,
+        ]
+    )
 
 
 def test_default_config_composes_with_the_documented_defaults():
@@ -95,6 +109,7 @@ def test_same_seed_and_warm_cache_give_identical_routers(shared, tmp_path):
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
     def scores(result):  # cache statistics differ by design (cold vs warm)
         return {k: v for k, v in result["validation"].items() if not k.startswith("cache")}
 
@@ -111,8 +126,17 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
 
     result = train(_cfg(shared, tmp_path))
     run = tmp_path / result["run_name"]
-    for name in ("config.yaml", "run_metadata.json", "progress.csv", "validation.json", "validation.md",
-                 "result.json", "router/metadata.json", "checkpoints/last/model.zip", "checkpoints/last/state.json"):
+    for name in (
+        "config.yaml",
+        "run_metadata.json",
+        "progress.csv",
+        "validation.json",
+        "validation.md",
+        "result.json",
+        "router/metadata.json",
+        "checkpoints/last/model.zip",
+        "checkpoints/last/state.json",
+    ):
         assert (run / name).is_file(), name
     meta = json.loads((run / "run_metadata.json").read_text())
     assert set(meta) >= {"config", "git_commit", "packages", "data_checksums"}
@@ -123,9 +147,21 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
     assert router.metadata["provenance"]["git_commit"] == meta["git_commit"]
     assert router.metadata["validation"]["metric"] == "f1"
     header = (run / "progress.csv").read_text().splitlines()[0].split(",")
-    for key in ("train/value_loss", "train/policy_gradient_loss", "train/entropy_loss", "train/approx_kl",
-                "reward/r_task", "reward/r_cost", "cost/raw", "cost/normalised", "tiers/filter/high",
-                "tiers/high_share", "val/f1", "val/module_cost", "cache/hit_rate"):
+    for key in (
+        "train/value_loss",
+        "train/policy_gradient_loss",
+        "train/entropy_loss",
+        "train/approx_kl",
+        "reward/r_task",
+        "reward/r_cost",
+        "cost/raw",
+        "cost/normalised",
+        "tiers/filter/high",
+        "tiers/high_share",
+        "val/f1",
+        "val/module_cost",
+        "cache/hit_rate",
+    ):
         assert key in header, key
     history = json.loads((run / "validation.json").read_text())["history"]
     assert [h["step"] for h in history] == [20, 40]
@@ -151,7 +187,15 @@ def test_resume_continues_from_the_checkpoint(shared, tmp_path):
     # The reward normaliser kept its window: 8 episodes before + 4 after.
     assert sum(len(e["reward_shaper"]["normalizer"]["costs"]) for e in state["envs"]) == 12
     with pytest.raises(ValueError, match="different config"):
-        train(_cfg(shared, tmp_path, f"resume={run}", "train.total_timesteps=80", "cost.lambda=0.5",
-                   f"run_dir={run}"))
+        train(
+            _cfg(
+                shared,
+                tmp_path,
+                f"resume={run}",
+                "train.total_timesteps=80",
+                "cost.lambda=0.5",
+                f"run_dir={run}",
+            )
+        )
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train(_cfg(shared, tmp_path, f"resume={tmp_path / 'nowhere'}"))

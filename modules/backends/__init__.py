@@ -17,6 +17,8 @@ BACKENDS: dict[str, str] = {
     "vllm": "modules.backends.vllm_offline:VLLMBackend",
     "openai": "modules.backends.openai_http:OpenAIBackend",
     "fake": "modules.backends.fake:FakeBackend",
+    # wraps another backend (``inner``): pauses and retries through outages (modules/backends/resilient.py)
+    "resilient": "modules.backends.resilient:ResilientBackend",
 }
 
 

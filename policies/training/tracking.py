@@ -10,6 +10,7 @@ writer, so the wandb step is always SB3's ``num_timesteps``.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,7 +86,8 @@ class Tracker:
                 group=settings.group or f"{bench}__{strategy}",
                 name=run_name,
                 mode=settings.mode,
-                dir=str(run_dir),
+                # $WANDB_DIR wins (wandb's own convention); otherwise the files stay in the run dir.
+                dir=os.environ.get("WANDB_DIR") or str(run_dir),
                 config=config,
                 tags=list(settings.tags),
             )

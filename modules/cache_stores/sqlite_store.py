@@ -1,0 +1,90 @@
+"""SQLite store (WAL mode): one file shared safely by the threads and processes of one machine.
+
+WAL lets readers proceed while one writer commits, and the busy timeout makes concurrent
+writers (parallel sweep workers) wait for each other instead of failing. Not for network
+file systems: SQLite's locking is unreliable on NFS, so a cluster uses the Redis store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from modules.cache_stores.base import CacheStore, CacheStoreError
+
+#: SQLite limits the number of ``?`` parameters of one statement; batch lookups stay below it.
+_MAX_PARAMS = 500
+
+
+class SQLiteStore(CacheStore):
+    """The ``calls`` table of one SQLite file.
+
+    Args:
+        path: SQLite file (created with its parent directories), or ``":memory:"``.
+        busy_timeout_s: How long a writer waits for another process's lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], busy_timeout_s: float = 60.0) -> None:
+        self.path = os.fspath(path)
+        self.url = self.path
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # One connection shared by this object's threads, serialised by a lock: simpler
+            # than per-thread connections and fast enough (the LLM call dominates).
+            self._conn = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise CacheStoreError(f"cannot open the SQLite call cache {self.path!r}: {exc}") from exc
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
+            )
+            self._conn.commit()
+
+    def get_many(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        """Values of ``keys`` in order (None where absent)."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(unique), _MAX_PARAMS):
+                chunk = unique[i : i + _MAX_PARAMS]
+                marks = ",".join("?" * len(chunk))
+                rows = self._conn.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk)
+                found.update(rows.fetchall())
+        return [json.loads(found[k]) if k in found else None for k in keys]
+
+    def put_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Store all pairs in one transaction."""
+        now = time.time()
+        rows = [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False), now) for k, v in items]
+        if not rows:
+            return
+        with self._lock:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO calls (key, value, created) VALUES (?, ?, ?)", rows
+            )
+            self._conn.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
+
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone() is not None
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()

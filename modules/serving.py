@@ -1,0 +1,240 @@
+"""Serve a local GGUF model over an OpenAI-compatible HTTP API (llama.cpp's own server).
+
+``xllamacpp.Server`` is llama.cpp's ``llama-server`` in a Python extension: with
+``CommonParams.port`` set it listens on ``hostnames``/``port`` and serves ``/v1/chat/completions``,
+``/v1/completions`` and ``/health`` with ``n_parallel`` slots (continuous batching). This lets
+the HTTP backend (:class:`modules.backends.openai_http.OpenAIBackend`) run against a real
+server on one machine, and lets a cluster share one model server between workers.
+
+Command line (blocks until Ctrl-C / SIGTERM)::
+
+    python -m modules.serving --model smollm2-135m --port 8080 --n-parallel 4
+
+From Python, :class:`LocalLlamaServer` starts that command in a subprocess, waits for
+``/health`` and gives an ``OpenAIBackend`` pointed at it; ``stop``/``start`` simulate an
+outage in tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from modules.backends.base import BackendError
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on ``host``."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def start_llamacpp_server(
+    model: str,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    n_parallel: int = 4,
+    n_ctx: int | None = None,
+    n_threads: int = 1,
+    quiet: bool = True,
+) -> Any:
+    """Start llama.cpp's HTTP server in this process and return the ``xllamacpp.Server``.
+
+    The server listens in background threads for as long as the returned object lives.
+
+    Args:
+        model: Registry key (``"smollm2-135m"``, ...) or a GGUF path.
+        host: Interface to listen on (``0.0.0.0`` for other machines).
+        port: TCP port (must be > 0; llama.cpp does not listen on port 0).
+        n_parallel: Slots: requests decoded together (continuous batching).
+        n_ctx: Context window per slot (default: the registry's, else 4096).
+        n_threads: CPU threads.
+        quiet: Silence llama.cpp's logging.
+
+    Raises:
+        BackendError: For a model that is neither registered nor a file, or a bad port.
+    """
+    import xllamacpp as xlc
+
+    from modules.models import MODELS, get_model_spec, resolve_model_path
+
+    if port <= 0:
+        raise BackendError(f"llama.cpp server needs a port > 0, got {port}")
+    if model in MODELS:
+        path, ctx = resolve_model_path(model), n_ctx or get_model_spec(model).n_ctx
+    else:
+        path, ctx = Path(model), n_ctx or 4096
+        if not path.is_file():
+            raise BackendError(f"{model!r} is neither a registered model {sorted(MODELS)} nor a GGUF file")
+    params = xlc.CommonParams()
+    params.model.path = str(path)
+    params.hostnames = [host]
+    params.port = port
+    params.n_parallel = n_parallel
+    params.n_ctx = ctx * n_parallel  # llama.cpp splits n_ctx over the slots
+    params.cpuparams.n_threads = n_threads
+    params.cpuparams_batch.n_threads = n_threads
+    if quiet:
+        params.verbosity = -1
+    return xlc.Server(params)
+
+
+def wait_healthy(
+    root_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Poll ``{root_url}/health`` until it answers 200.
+
+    Raises:
+        BackendError: The server did not become healthy in time, or its process exited.
+    """
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise BackendError(f"server process exited with code {proc.returncode} before {root_url} was up")
+        try:
+            r = requests.get(f"{root_url}/health", timeout=2)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(0.1)
+    raise BackendError(f"server at {root_url} not healthy after {timeout_s:g} s (last: {last})")
+
+
+class LocalLlamaServer:
+    """A llama.cpp OpenAI-compatible server in a subprocess (``python -m modules.serving``).
+
+    Args:
+        model: Registry key or GGUF path.
+        port: TCP port (default: a free one).
+        n_parallel: Server slots.
+        n_ctx: Context window per slot.
+        n_threads: CPU threads of the server.
+        startup_timeout_s: How long :meth:`start` waits for ``/health``.
+
+    Attributes:
+        root_url: ``http://127.0.0.1:PORT``.
+        base_url: ``root_url + "/v1"`` (what ``OpenAIBackend`` wants).
+    """
+
+    def __init__(
+        self,
+        model: str = "smollm2-135m",
+        *,
+        port: int | None = None,
+        n_parallel: int = 4,
+        n_ctx: int | None = None,
+        n_threads: int = 1,
+        startup_timeout_s: float = 180.0,
+    ) -> None:
+        self.model = model
+        self.port = port or free_port()
+        self.n_parallel = n_parallel
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.startup_timeout_s = startup_timeout_s
+        self.root_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = self.root_url + "/v1"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> LocalLlamaServer:
+        """Start the process (if not running) and wait until it serves."""
+        if self.running:
+            return self
+        cmd = [
+            sys.executable, "-m", "modules.serving", "--model", self.model, "--port", str(self.port),
+            "--n-parallel", str(self.n_parallel), "--n-threads", str(self.n_threads),
+        ]
+        if self.n_ctx:
+            cmd += ["--n-ctx", str(self.n_ctx)]
+        root = Path(__file__).resolve().parent.parent
+        self._proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_healthy(self.root_url, self.startup_timeout_s, self._proc)
+        except BackendError as exc:
+            err = self._stderr_tail()
+            self.stop()
+            raise BackendError(f"{exc}; server stderr: {err}") from exc
+        return self
+
+    def _stderr_tail(self) -> str:
+        if self._proc is None or self._proc.stderr is None or self._proc.poll() is None:
+            return ""
+        return self._proc.stderr.read().decode(errors="replace")[-800:]
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after ``timeout_s``)."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait(timeout_s)
+        if self._proc.stderr is not None:
+            self._proc.stderr.close()
+        self._proc = None
+
+    def backend(self, **kwargs: Any) -> Any:
+        """An ``OpenAIBackend`` for this server (``model_id`` = the registry key, for pricing)."""
+        from modules.backends.openai_http import OpenAIBackend
+
+        kwargs.setdefault("model_id", self.model if "/" not in self.model else Path(self.model).stem)
+        kwargs.setdefault("concurrency", self.n_parallel)
+        kwargs.setdefault("api_key_env", None)
+        return OpenAIBackend(self.model, base_url=self.base_url, **kwargs)
+
+    def __enter__(self) -> LocalLlamaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a model until interrupted (see the module docstring)."""
+    parser = argparse.ArgumentParser(description="Serve a local GGUF model over an OpenAI-compatible API.")
+    parser.add_argument("--model", default="smollm2-135m", help="registry key or GGUF path")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--n-parallel", type=int, default=4, help="server slots (continuous batching)")
+    parser.add_argument("--n-ctx", type=int, default=None, help="context window per slot")
+    parser.add_argument("--n-threads", type=int, default=1)
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    server = start_llamacpp_server(
+        args.model, host=args.host, port=args.port, n_parallel=args.n_parallel,
+        n_ctx=args.n_ctx, n_threads=args.n_threads, quiet=not args.verbose,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"serving {args.model} at {server.listening_address}/v1 ({args.n_parallel} slots)", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    del server
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,196 @@
+"""Batched rollouts: N episodes' LLM calls reach the backend as one batch, with unchanged results."""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from envs.batched_rollout import evaluate_policy_batched
+from envs.components import make_components
+from envs.fakes import make_fake_bank, token_f1_scorer
+from envs.rollout import evaluate_policy
+from modules.backends.base import GenerationRequest, GenerationResult
+from modules.backends.fake import FakeBackend
+from modules.batching import BatchStats, LockstepBatcher
+from modules.cache import CachedLLM, CallCache
+from modules.tier import Tier
+
+TAGS = {"module": "entity", "tier": "HIGH", "strategy": "implementation"}
+
+
+class RecordingBackend(FakeBackend):
+    """FakeBackend that records each batch's size and can sleep once per batch (a batched engine)."""
+
+    def __init__(self, *args, batch_sleep_s: float = 0.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.batch_sizes: list[int] = []
+        self.batch_sleep_s = batch_sleep_s
+        self._guard = threading.Lock()
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        # Never entered by two threads at once: the batcher serialises backend calls.
+        assert self._guard.acquire(blocking=False), "backend entered concurrently"
+        try:
+            self.batch_sizes.append(len(requests))
+            if self.batch_sleep_s:
+                time.sleep(self.batch_sleep_s)
+            return super().generate(requests)
+        finally:
+            self._guard.release()
+
+
+def req(text: str) -> GenerationRequest:
+    return GenerationRequest(messages=({"role": "user", "content": text},), max_tokens=8)
+
+
+def test_lockstep_batches_calls_of_all_workers() -> None:
+    backend = RecordingBackend()
+    llm = CachedLLM(backend, CallCache(":memory:"))
+
+    def episode(i: int) -> list[str]:
+        return [llm.generate([req(f"q{i} step{s}")], tags=TAGS)[0].text for s in range(3)]
+
+    batcher: LockstepBatcher[list[str]] = LockstepBatcher()
+    out = batcher.run([lambda i=i: episode(i) for i in range(8)])
+    assert backend.batch_sizes == [8, 8, 8]
+    assert batcher.stats.rounds == 3 and batcher.stats.mean_batch == 8.0
+    # Same texts as unbatched calls (fresh cache, fresh backend).
+    plain = CachedLLM(FakeBackend(), None)
+    expected = [
+        [plain.generate([req(f"q{i} step{s}")], tags=TAGS)[0].text for s in range(3)] for i in range(8)
+    ]
+    assert out == expected
+
+
+def test_uneven_workers_models_and_mixed_tags() -> None:
+    a, b = RecordingBackend(model_id="fake-llm"), RecordingBackend(model_id="fake-mid")
+    la, lb = CachedLLM(a, CallCache(":memory:")), CachedLLM(b, CallCache(":memory:"))
+
+    def episode(i: int) -> int:
+        n = 0
+        for s in range(i + 1):  # worker i makes i+1 rounds of calls: later rounds shrink
+            llm = la if s % 2 == 0 else lb
+            n += len(llm.generate([req(f"{i}-{s}")], tags={**TAGS, "tier": "HIGH" if i % 2 else "MID"}))
+        return n
+
+    out = LockstepBatcher().run([lambda i=i: episode(i) for i in range(4)])
+    assert out == [1, 2, 3, 4]
+    assert a.batch_sizes == [4, 2] and b.batch_sizes == [3, 1]
+
+
+def test_worker_error_is_reraised_and_others_finish() -> None:
+    llm = CachedLLM(RecordingBackend(), None)
+    finished: list[int] = []
+
+    def ok(i: int) -> None:
+        llm.generate([req(str(i))], tags=TAGS)
+        llm.generate([req(str(i) + "b")], tags=TAGS)
+        finished.append(i)
+
+    def bad() -> None:
+        llm.generate([req("x")], tags=TAGS)
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        LockstepBatcher().run([lambda: ok(0), bad, lambda: ok(2)])
+    assert sorted(finished) == [0, 2]
+
+
+def test_backend_exception_reaches_the_callers() -> None:
+    class Broken(FakeBackend):
+        def generate(self, requests):
+            raise RuntimeError("engine died")
+
+    llm = CachedLLM(Broken(), None)
+    with pytest.raises(RuntimeError, match="engine died"):
+        LockstepBatcher().run([lambda: llm.generate([req("a")], tags=TAGS)] * 3)
+
+
+def test_batching_is_faster_with_a_batched_engine() -> None:
+    # One sleep per backend call stands in for a batched engine (vLLM, llama.cpp slots).
+    def run(n_envs: int) -> float:
+        backend = RecordingBackend(batch_sleep_s=0.02)
+        llm = CachedLLM(backend, None)
+        work = [lambda i=i: [llm.generate([req(f"{i}-{s}")], tags=TAGS) for s in range(5)] for i in range(8)]
+        t = time.perf_counter()
+        if n_envs == 1:
+            for w in work:
+                w()
+        else:
+            LockstepBatcher().run(work)
+        return time.perf_counter() - t
+
+    assert run(8) * 3 < run(1)
+
+
+BASE = {
+    "benchmark": {"name": "locomo"},
+    "strategy": {"name": "implementation"},
+    "encoder": "hashing",
+    "backend": {"name": "fake", "model_id": "fake-llm"},
+    "cost": {"unit": "gflops", "lambda": 0.1},
+    "cache": {"path": None},
+}
+
+
+def _components(backend: FakeBackend):
+    comps = make_components(copy.deepcopy(BASE))
+    comps.llms["high"].backend = backend  # high and answer share one CachedLLM
+    comps.scorer = token_f1_scorer
+    return comps
+
+
+def _decide(obs: np.ndarray, module: str) -> Tier:
+    # Deterministic, input-dependent tiers so episodes diverge (mixed tags in one round).
+    return Tier.HIGH if module in ("filter", "summary") or int(obs.sum() * 1000) % 2 else Tier.LOW
+
+
+def test_evaluate_policy_batched_matches_sequential_records() -> None:
+    items = make_fake_bank(3, k=4)
+    seq_backend, bat_backend = RecordingBackend(), RecordingBackend()
+    seq = evaluate_policy(_decide, items, _components(seq_backend), progress=False)
+    stats = BatchStats()
+    comps = _components(bat_backend)
+    bat = evaluate_policy_batched(_decide, items, comps, n_envs=4, progress=False, stats=stats)
+    assert [r.to_dict() for r in bat] == [r.to_dict() for r in seq]
+    assert max(seq_backend.batch_sizes) == 1
+    assert max(bat_backend.batch_sizes) == 4 and stats.mean_batch > 2
+    assert sum(bat_backend.batch_sizes) == sum(seq_backend.batch_sizes)
+
+
+def test_batched_vec_env_equals_dummy_vec_env() -> None:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from envs.reward import RewardShaper
+    from envs.router_env import MemoryRouterEnv
+    from policies.training.batched_vec_env import BatchedVecEnv
+
+    items = make_fake_bank(2, k=3)
+
+    def make(cls, backend):
+        comps = _components(backend)
+        fns = [
+            lambda i=i: MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=0.1), seed=10 + i)
+            for i in range(4)
+        ]
+        return cls(fns)
+
+    dummy_backend, batched_backend = RecordingBackend(), RecordingBackend()
+    envs = [make(DummyVecEnv, dummy_backend), make(BatchedVecEnv, batched_backend)]
+    obs = [e.reset() for e in envs]
+    np.testing.assert_array_equal(obs[0], obs[1])
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        actions = rng.integers(0, 3, size=4)
+        outs = [e.step(actions) for e in envs]
+        for a, b in zip(outs[0][:3], outs[1][:3], strict=True):
+            np.testing.assert_array_equal(a, b)
+        for ia, ib in zip(outs[0][3], outs[1][3], strict=True):
+            assert ia.keys() == ib.keys() and ia.get("module") == ib.get("module")
+    assert max(batched_backend.batch_sizes) > 1 and max(dummy_backend.batch_sizes) == 1
+    assert envs[1].batcher.stats.requests == sum(batched_backend.batch_sizes)
