@@ -47,7 +47,7 @@ RECORD_SECTIONS: tuple[str, ...] = (
     "data_dir",
 )
 #: Keys of ``question_bank`` that only select questions (records are keyed by question id).
-_SELECTION_KEYS = ("limit", "split", "cache_dir")
+_SELECTION_KEYS = ("limit", "split", "cache_dir", "max_samples")
 
 
 def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]) -> str:

@@ -4,7 +4,15 @@ Importing this package (or ``policies.router``) never imports stable-baselines3;
 ``policies.sb3_policy``, ``policies.export`` (lazily) and ``policies.training`` do.
 """
 
-from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline
+from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline, get_policy
 from policies.router import Router, RouteResult, RouterLoadError
 
-__all__ = ["FixedTierPolicy", "RandomPolicy", "RouteResult", "Router", "RouterLoadError", "get_baseline"]
+__all__ = [
+    "FixedTierPolicy",
+    "RandomPolicy",
+    "RouteResult",
+    "Router",
+    "RouterLoadError",
+    "get_baseline",
+    "get_policy",
+]

@@ -158,3 +158,20 @@ def get_baseline(name: str) -> Policy:
     if arg and key.startswith("all-"):
         raise ValueError(f"baseline {key!r} takes no argument, got {name!r}")
     return BASELINES[key](arg)
+
+
+def get_policy(spec: str) -> Policy:
+    """A baseline by name, or a trained router with ``router:PATH`` (a checkpoint dir or zip).
+
+    Raises:
+        ValueError: For an unknown baseline name.
+        policies.router.RouterLoadError: For a missing or corrupt router checkpoint.
+    """
+    kind, _, arg = spec.strip().partition(":")
+    if kind.lower() == "router":
+        if not arg:
+            raise ValueError("router policy needs a path: 'router:runs/<run_name>/router'")
+        from policies.router import Router
+
+        return Router.load(arg)
+    return get_baseline(spec)

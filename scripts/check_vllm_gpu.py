@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--min-speedup", type=float, default=3.0)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3)
-    parser.add_argument("--out", default=os.environ.get("OUT") and str(Path(os.environ["OUT"]) / "vllm_check.json"))
+    out_dir = os.environ.get("OUT")  # the GPU runner's output folder, when there is one
+    parser.add_argument("--out", default=str(Path(out_dir) / "vllm_check.json") if out_dir else None)
     args = parser.parse_args(argv)
 
     try:
@@ -91,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     out = backend.generate(reqs)
     batched_s = time.perf_counter() - t
-    check("batch answers", all(r.ok and r.text.strip() for r in out), f"{sum(r.ok for r in out)}/{len(out)} ok")
+    n_ok = sum(r.ok for r in out)
+    check("batch answers", all(r.ok and r.text.strip() for r in out), f"{n_ok}/{len(out)} ok")
 
     expected_in = [len(backend.prompt_ids(r)) for r in reqs]
     tokens_ok = [r.tokens_in for r in out] == expected_in and all(

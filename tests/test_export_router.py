@@ -170,7 +170,9 @@ def test_zip_checkpoint_and_atomic_overwrite(trained, tmp_path):
     with zipfile.ZipFile(archive, "w") as zf:
         for f in (WEIGHTS_FILE, METADATA_FILE):
             zf.write(path / f, f"router/{f}")
-    a, b = Router.load(path), Router.load(archive)
+    from policies.baselines import get_policy
+
+    a, b = Router.load(path), get_policy(f"router:{archive}")
     probes = probe_observations(a.actor.config, 50)
     np.testing.assert_array_equal(a.act(probes), b.act(probes))
 

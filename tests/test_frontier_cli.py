@@ -177,7 +177,9 @@ def test_overrides(tmp_path):
     with pytest.raises(ValueError, match="KEY=VALUE"):
         frontier_config.apply_overrides({}, ["oops"])
     fp1 = frontier_runner.record_fingerprint({"backend": {"name": "fake"}, "question_bank": {"limit": 5}}, {})
-    fp2 = frontier_runner.record_fingerprint({"backend": {"name": "fake"}, "question_bank": {"limit": 9}}, {})
+    fp2 = frontier_runner.record_fingerprint(
+        {"backend": {"name": "fake"}, "question_bank": {"limit": 9, "max_samples": None}}, {}
+    )
     fp3 = frontier_runner.record_fingerprint({"backend": {"name": "llamacpp"}}, {})
     assert fp1 == fp2 != fp3
 

@@ -8,7 +8,7 @@ import pytest
 from envs.fakes import make_fake_bank, make_fake_components
 from envs.rollout import evaluate_policy
 from modules.tier import MODULE_ORDER, Tier
-from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline, parse_tier
+from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline, get_policy, parse_tier
 
 OBS = np.zeros(8, np.float32)
 
@@ -100,3 +100,13 @@ def test_baselines_run_through_the_evaluation_loop():
             assert all(r.tiers == get_baseline(name).tiers for r in records)
     assert costs["all-low"] < costs["fixed:L,L,H,L,L"] < costs["all-high"]
     assert costs["all-low"] < costs["all-mid"] < costs["all-high"]
+
+
+def test_get_policy_names_baselines_and_routers(tmp_path):
+    assert get_policy("all-high").tiers == (Tier.HIGH,) * 5
+    with pytest.raises(ValueError, match="needs a path"):
+        get_policy("router:")
+    from policies.router import RouterLoadError
+
+    with pytest.raises(RouterLoadError, match="neither a directory nor a zip"):
+        get_policy(f"router:{tmp_path / 'missing'}")

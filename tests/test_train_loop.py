@@ -98,6 +98,7 @@ def _weights(run_dir):
     return torch.load(run_dir / "router" / WEIGHTS_FILE, weights_only=True)
 
 
+@pytest.mark.slow
 @needs_data
 def test_same_seed_and_warm_cache_give_identical_routers(shared, tmp_path):
     from policies.training.loop import train
@@ -168,6 +169,7 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
     assert result["timesteps"] == 40
 
 
+@pytest.mark.slow
 @needs_data
 def test_resume_continues_from_the_checkpoint(shared, tmp_path):
     from policies.training.loop import train

@@ -105,8 +105,6 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
     run_name = str(cfg.get("run_name") or "run")
     run_dir = Path(str(cfg.get("run_dir") or Path("runs") / run_name)).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    if ts.torch_threads:
-        torch.set_num_threads(ts.torch_threads)
 
     # -- provenance ---------------------------------------------------------------------
     provenance = run_metadata(cfg, _data_files(cfg))
@@ -134,6 +132,10 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             raise ValueError(f"validation questions overlap the training questions: {sorted(overlap)[:5]}")
         t_setup = time.perf_counter() - t0
 
+        # After the memories are built (the encoder may use every core), before the policy exists:
+        # the router MLP is tiny and a fixed thread count keeps its arithmetic reproducible.
+        if ts.torch_threads:
+            torch.set_num_threads(ts.torch_threads)
         vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
         tracker = Tracker(run_dir, run_name, ws, cfg, verbose=ts.verbose, csv_name=csv_name)
         hits0, miss0 = _cache_counts(components.cache)

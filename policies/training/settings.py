@@ -44,15 +44,15 @@ def _positive(section: str, **values: int | None) -> None:
 class TrainSettings:
     """The ``train`` section: budget, data subsets, validation, checkpoints (see configs/train)."""
 
-    total_timesteps: int = 2000
+    total_timesteps: int = 500
     n_envs: int = 2
     vec_env: str = "dummy"
-    train_limit: int | None = 100
+    train_limit: int | None = 24
     train_split: str = "train"
-    val_limit: int | None = 40
+    val_limit: int | None = 16
     val_split: str = "val"
-    eval_freq: int = 500
-    checkpoint_freq: int = 500
+    eval_freq: int = 250
+    checkpoint_freq: int = 250
     select_metric: str = "f1"
     progress_bar: bool = True
     torch_threads: int | None = 1
@@ -109,8 +109,8 @@ class PPOSettings:
     """The ``ppo`` section: keyword arguments of ``stable_baselines3.PPO`` plus the network."""
 
     learning_rate: float = 3e-4
-    n_steps: int = 40
-    batch_size: int = 40
+    n_steps: int = 10
+    batch_size: int = 20
     n_epochs: int = 4
     gamma: float = 1.0
     gae_lambda: float = 0.95

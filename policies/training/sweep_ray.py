@@ -196,7 +196,7 @@ def run_sweep(
         try:
 
             class _Summary(tune.Callback):
-                def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+                def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **kw: Any) -> None:
                     _write_summary(summary_path, grid, overrides, runs)
 
             tuner = tune.Tuner(
@@ -230,7 +230,7 @@ def run_sweep(
         "failed": failed,
         "wall_s": time.perf_counter() - t0,
     }
-    print(f"sweep {sweep_name}: {len(grid)} trials ({out['skipped']} already finished), summary {summary_path}")
+    print(f"sweep {sweep_name}: {len(grid)} trials ({out['skipped']} already finished); {summary_path}")
     return out
 
 

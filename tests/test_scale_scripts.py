@@ -1,0 +1,53 @@
+"""The scale scripts: the GPU check is import-guarded (never needs vLLM here), the benchmarks run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_check_vllm_gpu_imports_without_vllm_and_explains_itself() -> None:
+    module = _load("check_vllm_gpu")  # importing must not import vLLM or touch a GPU
+    assert callable(module.main)
+    assert "vllm" not in sys.modules or importlib.util.find_spec("vllm") is not None
+    if importlib.util.find_spec("vllm") is None:
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "check_vllm_gpu.py")],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )
+        assert proc.returncode == 2 and "vLLM is not installed" in proc.stdout
+
+
+@pytest.mark.slow
+def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
+    from common.datadir import DataFileError, data_file
+
+    try:
+        data_file("locomo10.json")
+    except DataFileError:
+        pytest.skip("LoCoMo data directory absent (locomo10.json)")
+    out = tmp_path / "r.json"
+    rc = _load("bench_rollouts").main([
+        "--backend", "fake", "--encoder", "hashing", "--n", "1", "4", "--questions", "8",
+        "--max-samples", "1", "--bank-cache", str(tmp_path / "banks"), "--out", str(out),
+    ])
+    rows = json.loads(out.read_text())["rows"]
+    assert rc == 0 and [(r["n"], r["cache"]) for r in rows] == [(1, "cold"), (1, "warm"), (4, "cold"), (4, "warm")]
+    assert all(r["same_records_as_n1"] for r in rows)
+    assert rows[2]["mean_batch"] > 1 and rows[2]["computed"] == rows[0]["computed"] > 0
+    assert rows[1]["computed"] == rows[3]["computed"] == 0
