@@ -229,6 +229,9 @@ def run_with(
     runs = evaluate_systems(
         systems, items, components, out / "records" / fp / args.split, chunk=args.chunk, progress=progress
     )
+    record_commits = sorted(
+        {str(r.get("git_commit", "unknown")) for sr in runs for run in sr.runs for r in run.records}
+    )
     summaries = [summarise(s, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha) for s in runs]
     report = analyse(
         summaries,
@@ -252,6 +255,7 @@ def run_with(
         "question_ids_sha256": hashlib.sha256("\n".join(qids).encode()).hexdigest(),
         "data_checksums": checksums,
         "record_fingerprint": fp,
+        "record_commits": record_commits,
         "checkpoints": ckpts,
         "judge_prompt_hash": judge_hash,
         "bootstrap": {

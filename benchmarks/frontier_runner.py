@@ -59,8 +59,30 @@ def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]
     ident["question_bank"] = qb
     ident["cost_unit"] = (cfg.get("cost") or {}).get("unit", "gflops")
     ident["data"] = dict(sorted(data_checksums.items()))
+    ident["code"] = code_versions()
     blob = json.dumps(ident, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+#: Version of the record format written by this module; bump when records change meaning.
+RECORD_VERSION = "frontier-record-v1"
+
+
+def code_versions() -> dict[str, str]:
+    """Version tags that the owners of the pipeline, call cache and question bank bump on changes."""
+    import importlib
+
+    out = {"record": RECORD_VERSION}
+    for module, attr in (
+        ("modules.cache", "CODE_VERSION"),
+        ("modules.base", "MODULES_CODE_VERSION"),
+        ("envs.question_bank", "BANK_VERSION"),
+    ):
+        try:
+            out[f"{module}.{attr}"] = str(getattr(importlib.import_module(module), attr))
+        except (ImportError, AttributeError):
+            out[f"{module}.{attr}"] = "absent"
+    return out
 
 
 def safe_id(text: str) -> str:
@@ -199,10 +221,15 @@ def evaluate_run(
         comps = components
         if run.cost_lambda is not None and run.cost_lambda != getattr(components, "cost_lambda", None):
             comps = dataclasses.replace(components, cost_lambda=float(run.cost_lambda))
+        from common.provenance import git_commit
+
+        commit = git_commit()
         pending: list[dict[str, Any]] = []
         for it in tqdm(todo, desc=desc or run.run_id, unit="q", disable=not progress):
             rec = run_episode(it, run.decide_for(it), comps).to_dict()
             rec["run_id"] = run.run_id
+            # Records outlive code changes the version tags miss: keep the commit that made each one.
+            rec["git_commit"] = commit
             pending.append(rec)
             if len(pending) >= chunk:
                 store.add(pending)

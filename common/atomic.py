@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> Path:
     """Let ``writer`` fill a temporary file next to ``path``, then move it into place.
 
@@ -34,6 +40,8 @@ def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], Non
     tmp = Path(tmp_name)
     try:
         writer(tmp)
+        # mkstemp creates 0600 files; give the result the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, dest)

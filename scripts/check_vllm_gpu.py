@@ -60,12 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(Path(out_dir) / "vllm_check.json") if out_dir else None)
     args = parser.parse_args(argv)
 
-    try:
-        import torch
-        import vllm  # noqa: F401 - presence check
-    except ImportError as exc:
-        print(f"SKIP: vLLM is not installed ({exc}); on a CUDA machine: pip install 'vllm>=0.6'")
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:  # checked before importing torch: fast without vLLM
+        print("SKIP: vLLM is not installed; on a CUDA machine: pip install 'vllm>=0.6'")
         return 2
+    import torch
+
     if not torch.cuda.is_available():
         print("SKIP: no CUDA GPU visible (torch.cuda.is_available() is False)")
         return 2

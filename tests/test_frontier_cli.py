@@ -105,7 +105,7 @@ def test_frontier_end_to_end_and_record_cache(sweep, tmp_path, monkeypatch, caps
     assert low["metrics"]["module_cost"]["mean"] == pytest.approx(5 * TIER_COSTS[Tier.LOW])
     meta = json.loads((out / "metadata.json").read_text())
     assert len(meta["checkpoints"]) == 2 and all(len(c["sha256"]) == 64 for c in meta["checkpoints"])
-    assert meta["n_questions"] == 12 and meta["git_commit"]
+    assert meta["n_questions"] == 12 and meta["git_commit"] and meta["record_commits"]
     search = data["systems"][names.index(next(n for n in names if n.startswith("best-fixed")))]["params"][
         "search"
     ]
