@@ -2,7 +2,8 @@
 
 For every sample of the split the history is chunked and encoded once (batched; vectors are
 cached on disk), then one memory per ``--modes`` entry is built from the same vectors (by
-default the tiered ``full`` memory and the flat ``oracle_unbounded`` store), and every question
+default the tiered ``full`` memory, the flat ``oracle_unbounded`` store, and ``dense``: exact
+cosine top-k over the chunk vectors without any memory logic), and every question
 with gold evidence is answered by ``retrieve(question, k)`` for each ``k``. Recall@k is the
 share of gold evidence turns inside the retrieved chunks (:mod:`benchmarks.recall`).
 
@@ -23,15 +24,17 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
-from benchmarks.chunking import GRANULARITIES, ChunkingConfig, chunk_history
+from benchmarks.chunking import GRANULARITIES, Chunk, ChunkingConfig, chunk_history
 from benchmarks.embedding_cache import EmbeddingCache
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 from benchmarks.recall import evidence_hit, evidence_recall
 from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_json, atomic_write_with
 from common.provenance import run_metadata
+from modules.types import Evidence
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--modes",
-        default="full,oracle_unbounded",
-        help="comma-separated memory modes (full, no_ce, no_gate, lru, oracle_unbounded)",
+        default="full,oracle_unbounded,dense",
+        help="comma-separated memory modes (full, no_ce, no_gate, lru, oracle_unbounded) and/or 'dense' "
+        "(exact cosine top-k over the chunk vectors, no tiered memory)",
     )
     parser.add_argument("--encoder", default="minilm", help="encoder registry name (default minilm)")
     parser.add_argument("--max-tokens", type=int, default=ChunkingConfig.max_tokens, help="chunk size bound")
@@ -72,6 +76,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=None, help="benchmark data directory")
     parser.add_argument("--out", default="runs/retrieval", help="output directory")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+
+
+#: Pseudo-mode: exact cosine top-k over the chunk vectors, no TieredMemory (plain dense retrieval).
+DENSE = "dense"
+
+
+def dense_top_k(chunks: list[Chunk], emb: np.ndarray, query: np.ndarray, k: int) -> list[Evidence]:
+    """Plain dense retrieval: the ``k`` chunks of highest cosine (ties by position)."""
+    sims = emb @ query
+    order = np.argsort(-sims, kind="stable")[:k]
+    return [
+        Evidence(chunks[i].chunk_id, chunks[i].text, chunks[i].timestamp, float(sims[i]), chunks[i].turn_ids)
+        for i in order
+    ]
 
 
 def _mean(values: list[float]) -> float:
@@ -142,12 +160,17 @@ def run(args: argparse.Namespace) -> int:
         q_emb = encoder.encode([q.question for q in sample.questions], batch_size=args.batch_size)
         t_encode += time.perf_counter() - t0
         for mode in modes:
-            memory = build_memory(
-                sample, encoder, build=dataclasses.replace(build, mode=mode), embeddings=emb
-            )
+            memory = None
+            if mode != DENSE:
+                memory = build_memory(
+                    sample, encoder, build=dataclasses.replace(build, mode=mode), embeddings=emb
+                )
             for qi, question in enumerate(sample.questions):
                 for k in args.k:
-                    evidence = retrieve_evidence(memory, question, k, query_embedding=q_emb[qi])
+                    if memory is None:
+                        evidence = dense_top_k(chunks, emb, q_emb[qi], k)
+                    else:
+                        evidence = retrieve_evidence(memory, question, k, query_embedding=q_emb[qi])
                     rows.append(
                         {
                             "sample_id": sample.sample_id,
@@ -162,7 +185,7 @@ def run(args: argparse.Namespace) -> int:
                             "retrieved_turns": len({s for e in evidence for s in e.source_ids}),
                         }
                     )
-            for key, value in memory.stats.items():
+            for key, value in (memory.stats if memory is not None else {}).items():
                 stats[mode][key] += int(value)
 
     summary = summarise(rows)

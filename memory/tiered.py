@@ -17,7 +17,6 @@ items get ``usage += 1`` and a fresh ``last_access`` (a logical clock, so runs a
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -32,9 +31,13 @@ from memory.entities import EntityExtractor
 from memory.eviction import TierView, batch_size, get_policy
 from memory.rerank import Reranker, get_reranker
 from memory.tier import HNSWTier, ItemBatch
-
-#: Default importance of ingested items when the caller gives none.
-DEFAULT_IMPORTANCE = 0.5
+from memory.validation import (
+    DEFAULT_IMPORTANCE,
+    check_embeddings,
+    check_importance,
+    check_metadata,
+    check_texts,
+)
 
 
 @dataclass(frozen=True)
@@ -164,18 +167,18 @@ class TieredMemory:
                 lengths, non-JSON metadata, or embeddings of the wrong shape / with NaNs / zero rows.
             TypeError: If ``texts`` is a single string or holds non-strings.
         """
-        texts = _check_texts(texts, "ingest")
+        texts = check_texts(texts, "ingest")
         n = len(texts)
         if n == 0:
             return []
-        imp = _check_importance(importance, n)
-        metas = _check_metadata(metadata, n)
+        imp = check_importance(importance, n)
+        metas = check_metadata(metadata, n)
         t0 = time.perf_counter()
         if embeddings is None:
             vecs = self.encoder.encode(texts, batch_size=self.config.encode_batch_size)
-            vecs = _check_embeddings(vecs, n, self.dim, f"encoder {self.encoder.name!r} output")
+            vecs = check_embeddings(vecs, n, self.dim, f"encoder {self.encoder.name!r} output")
         else:
-            vecs = _check_embeddings(embeddings, n, self.dim, "ingest(embeddings=...)")
+            vecs = check_embeddings(embeddings, n, self.dim, "ingest(embeddings=...)")
         t1 = time.perf_counter()
         ids = np.arange(self.next_id, self.next_id + n, dtype=np.int64)
         clocks = np.arange(self.clock + 1, self.clock + 1 + n, dtype=np.int64)
@@ -253,8 +256,8 @@ class TieredMemory:
 
     def encode_query(self, query: str) -> np.ndarray:
         """Encode one query with the memory's encoder (validated)."""
-        _check_texts([query], "retrieve")
-        return _check_embeddings(self.encoder.encode([query]), 1, self.dim, "query embedding")[0]
+        check_texts([query], "retrieve")
+        return check_embeddings(self.encoder.encode([query]), 1, self.dim, "query embedding")[0]
 
     def retrieve(
         self, query: str, k: int = 5, *, query_embedding: np.ndarray | None = None
@@ -280,7 +283,7 @@ class TieredMemory:
         if query_embedding is None:
             q = self.encode_query(query)
         else:
-            q = _check_embeddings(np.asarray(query_embedding).reshape(1, -1), 1, self.dim, "query_embedding")[
+            q = check_embeddings(np.asarray(query_embedding).reshape(1, -1), 1, self.dim, "query_embedding")[
                 0
             ]
         q_ents = self.extractor.extract(query)
@@ -396,68 +399,6 @@ class TieredMemory:
         from memory.persistence import load_memory
 
         return load_memory(directory, encoder, reranker=reranker)
-
-
-# ------------------------------------------------------------------ validation
-
-
-def _check_texts(texts: Sequence[str], where: str) -> list[str]:
-    if isinstance(texts, str):
-        raise TypeError(f"{where}: texts must be a sequence of strings, not a single str ({texts[:40]!r})")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"{where}: texts[{i}] is {type(t).__name__}, expected str")
-        if not t.strip():
-            raise ValueError(f"{where}: texts[{i}] is empty or whitespace; every item needs text")
-    return out
-
-
-def _check_importance(importance: Sequence[float] | np.ndarray | None, n: int) -> np.ndarray:
-    if importance is None:
-        return np.full(n, DEFAULT_IMPORTANCE, dtype=np.float32)
-    imp = np.asarray(importance, dtype=np.float64).reshape(-1)
-    if imp.shape[0] != n:
-        raise ValueError(f"ingest: got {imp.shape[0]} importance values for {n} texts")
-    bad = np.flatnonzero(~np.isfinite(imp) | (imp < 0.0) | (imp > 1.0))
-    if len(bad):
-        raise ValueError(f"ingest: importance[{bad[0]}] = {float(imp[bad[0]])!r} is not a number in [0, 1]")
-    return imp.astype(np.float32)
-
-
-def _check_metadata(metadata: Sequence[dict[str, Any]] | None, n: int) -> list[dict[str, Any]]:
-    if metadata is None:
-        return [{} for _ in range(n)]
-    metas = list(metadata)
-    if len(metas) != n:
-        raise ValueError(f"ingest: got {len(metas)} metadata dicts for {n} texts")
-    for i, m in enumerate(metas):
-        if not isinstance(m, dict):
-            raise TypeError(f"ingest: metadata[{i}] is {type(m).__name__}, expected dict")
-        try:
-            json.dumps(m)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(
-                f"ingest: metadata[{i}] is not JSON-serialisable ({exc}); it must be saved"
-            ) from exc
-    return [dict(m) for m in metas]
-
-
-def _check_embeddings(emb: np.ndarray, n: int, dim: int, what: str) -> np.ndarray:
-    arr = np.asarray(emb)
-    if arr.ndim != 2 or arr.shape != (n, dim):
-        raise ValueError(f"{what}: expected shape ({n}, {dim}), got {arr.shape}; wrong embedding dimension?")
-    arr = arr.astype(np.float32, copy=True)
-    finite = np.isfinite(arr).all(axis=1)
-    if not finite.all():
-        raise ValueError(f"{what}: row {int(np.flatnonzero(~finite)[0])} contains NaN or inf")
-    norms = np.linalg.norm(arr, axis=1)
-    if (norms < 1e-12).any():
-        raise ValueError(
-            f"{what}: row {int(np.flatnonzero(norms < 1e-12)[0])} is all zeros (cannot normalise)"
-        )
-    arr /= norms[:, None]
-    return arr
 
 
 __all__ = ["DEFAULT_IMPORTANCE", "GateDecision", "RetrievedItem", "TieredMemory"]

@@ -110,7 +110,10 @@ def schema_for(module: str, n_evidence: int) -> dict[str, Any] | None:
         item = {"type": "integer", "minimum": 1, "maximum": max(n_evidence, 1)}
         return {
             "type": "object",
-            "properties": {"relevant": {"type": "array", "items": item, "maxItems": max(n_evidence, 1)}},
+            # minItems=1: an empty pick is useless downstream (it would fall back to chunk 1).
+            "properties": {
+                "relevant": {"type": "array", "items": item, "minItems": 1, "maxItems": max(n_evidence, 1)}
+            },
             "required": ["relevant"],
         }
     if module in RELATION_MODULES:

@@ -172,16 +172,16 @@ def test_retrieval_cli_on_real_locomo(tmp_path: Path, monkeypatch: pytest.Monkey
     args = parser.parse_args(
         [
             "--benchmark", "locomo", "--split", "test", "--limit", "1", "--k", "5,50", "--encoder", "hashing",
-            "--modes", "no_ce,oracle_unbounded", "--out", str(tmp_path / "out"),
+            "--modes", "no_ce,oracle_unbounded,dense", "--out", str(tmp_path / "out"),
         ]
     )  # fmt: skip
     assert cli_retrieval.run(args) == 0
     (run_dir,) = (tmp_path / "out").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["samples"] == 1 and summary["metadata"]["data_checksums"]["locomo10.json"]
-    for mode in ("no_ce", "oracle_unbounded"):
+    for mode in ("no_ce", "oracle_unbounded", "dense"):
         r5, r50 = summary["recall"][mode]["k=5"]["recall"], summary["recall"][mode]["k=50"]["recall"]
         assert 0.0 < r5 <= r50 <= 1.0  # more chunks can only cover more evidence
     rows = (run_dir / "rows.csv").read_text().splitlines()
     assert rows[0].startswith("sample_id,question_id,category,mode,k")
-    assert len(rows) == 1 + 2 * 2 * summary["questions"]
+    assert len(rows) == 1 + 3 * 2 * summary["questions"]

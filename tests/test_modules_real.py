@@ -62,9 +62,14 @@ def results(evidence):
 
 
 def test_every_module_differs_across_tiers(results):
-    for module in MODULE_ORDER:
+    for module in MODULE_ORDER[1:]:
         texts = [results[t].outputs[module].text for t in Tier]
         assert len(set(texts)) == 3, f"{module}: tiers gave identical outputs {texts}"
+    # The filter's output is a subset of 6 chunks, so two tiers may legitimately pick the same
+    # one; LOW and MID must differ here, and HIGH must be the LLM's own (non-fallback) pick.
+    filt = {t: results[t].outputs["filter"] for t in Tier}
+    assert filt[Tier.LOW].value != filt[Tier.MID].value
+    assert filt[Tier.HIGH].cost.calls == 1 and not filt[Tier.HIGH].degraded
 
 
 def test_low_and_mid_are_real_extractions(results):
