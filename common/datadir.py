@@ -19,10 +19,12 @@ OFFICIAL_SOURCES: dict[str, str] = {
     "longmemeval_oracle.json": "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned",
     "longmemeval_s_cleaned_498.json.xz": "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned "
     "(longmemeval_s_cleaned.json, xz-compressed)",
-    "longmemeval_s_splits_qids.json": "BudgetMem paper split (github.com/ViktorAxelsen/BudgetMem), as question ids",
+    "longmemeval_s_splits_qids.json": "BudgetMem paper split (github.com/ViktorAxelsen/BudgetMem), "
+    "as question ids",
     "longmemeval_s_splits.json": "BudgetMem paper split (github.com/ViktorAxelsen/BudgetMem)",
     "longmemeval_question_order.json": "derived from the upstream LongMemEval question order",
-    "hotpotqa_aflow_validate200.jsonl": "https://hotpotqa.github.io (distractor format; AFlow validation 200)",
+    "hotpotqa_aflow_validate200.jsonl": "https://hotpotqa.github.io (distractor format; "
+    "AFlow validation 200)",
     "BGL_2k.log": "https://github.com/logpai/loghub (BGL/BGL_2k.log)",
 }
 

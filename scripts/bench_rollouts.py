@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                     "wall_s": wall,
                     "episodes_per_s": len(records) / wall,
                     "llm_calls": sum(r.calls for r in records),
+                    # cache misses: computed calls, LLM and (cached) non-LLM tier results alike
                     "computed": comps.cache.misses - miss0,
                     "cache_hits": comps.cache.hits - hits0,
                     "mean_batch": stats.mean_batch if n > 1 else 1.0,
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(row)
                 print(
                     f"N={n:>2} {phase:4}: {row['episodes_per_s']:.3f} episodes/s  "
-                    f"({wall:.1f} s, {row['computed']} computed / {row['cache_hits']} cached calls, "
+                    f"({wall:.1f} s, cache misses {row['computed']} / hits {row['cache_hits']}, "
                     f"mean batch {row['mean_batch']:.1f}, same records: {row['same_records_as_n1']})",
                     flush=True,
                 )
