@@ -15,7 +15,11 @@ N = 1 is the ordinary sequential loop (``envs.rollout.evaluate_policy``) with on
 slot; N > 1 runs N episodes at once (``envs.batched_rollout.evaluate_policy_batched``), with
 N llama.cpp slots so each batch is decoded together. The script checks that every N gives
 the same records (answers, scores, costs) as N = 1, prints a table and writes it as JSON.
-Timings on a shared machine are noisy: the table reports single runs side by side.
+With llama.cpp they may differ: its CPU kernels give slightly different logits for different
+batch shapes and prompt-cache reuse, which can flip near-tied greedy tokens of a small model
+(the same happens between two *sequential* runs in a different order); the fake backend and a
+warm cache give identical records. Timings on a shared machine are noisy: the table reports
+single runs side by side.
 """
 
 from __future__ import annotations
@@ -83,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     reference: list[tuple[Any, ...]] | None = None
     items = None
+    from modules.local_tier import LRU
+
     for n in args.n:
         cache_path = tmp / f"calls-n{n}.sqlite"  # fresh per N: every N starts cold
+        LRU.clear()  # the non-LLM tiers' in-process memo too, or later Ns would start half warm
         comps = make_components(_config(args, n, cache_path))
         try:
             if items is None:
@@ -132,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             comps.close()
 
     base = {r["cache"]: r["episodes_per_s"] for r in rows if r["n"] == args.n[0]}
-    print(f"\n| N | cache | episodes/s | speed-up vs N={args.n[0]} | mean batch | same records |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n| N | cache | episodes/s | speed-up vs N={args.n[0]} | mean batch | mean F1 | same records |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['n']} | {r['cache']} | {r['episodes_per_s']:.3f} | "
-            f"{r['episodes_per_s'] / base[r['cache']]:.2f}x | {r['mean_batch']:.1f} | "
+            f"{r['episodes_per_s'] / base[r['cache']]:.2f}x | {r['mean_batch']:.1f} | {r['mean_f1']:.4f} | "
             f"{r['same_records_as_n1']} |"
         )
     out = Path(args.out)
