@@ -25,6 +25,7 @@ from benchmarks.chunking import Chunk, ChunkingConfig, chunk_history
 from benchmarks.embedding_cache import EmbeddingCache
 from benchmarks.importance import chunk_importance
 from benchmarks.types import History, Question, Sample
+from memory.bench import reranker_for
 from memory.config import MemoryConfig
 from memory.encoder import Encoder
 from memory.tiered import TieredMemory
@@ -112,7 +113,8 @@ def build_memory(
     b = build or MemoryBuildConfig()
     chunks = chunk_history(sample.history, b.chunking)
     cfg = config or memory_config_for(len(chunks), b)
-    memory = TieredMemory(cfg, encoder)
+    # A MiniLM-variant memory (e.g. minilm-int8) reranks with its own stored vectors.
+    memory = TieredMemory(cfg, encoder, reranker=reranker_for(cfg, encoder))
     if not chunks:
         return memory
     texts = [c.text for c in chunks]

@@ -284,9 +284,15 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     if cache_path is not None:
         from common.datadir import PROJECT_ROOT
         from modules.cache import CallCache
+        from modules.cache_stores import store_scheme
 
-        p = Path(str(cache_path)).expanduser()
-        cache = CallCache(p if p.is_absolute() or str(p) == ":memory:" else PROJECT_ROOT / p)
+        text = str(cache_path)
+        if "://" in text or store_scheme(text) != "sqlite":
+            # A store URL (redis://..., sqlite:///abs/path) is passed through unchanged.
+            cache = CallCache(text)
+        else:
+            p = Path(text).expanduser()
+            cache = CallCache(p if p.is_absolute() or text == ":memory:" else PROJECT_ROOT / p)
 
     pool = _BackendPool(cache)
     llms: dict[str, Any] = {}

@@ -18,7 +18,8 @@ import numpy as np
 
 from common.atomic import atomic_write_with
 from memory.config import MemoryConfig
-from memory.encoder import Encoder
+from memory.encoder import MINILM_FAMILY, Encoder
+from memory.rerank import BiEncoderReranker, Reranker
 from memory.scenarios import BenchmarkData
 from memory.tiered import TieredMemory
 
@@ -70,6 +71,18 @@ def encode_queries_timed(encoder: Encoder, queries: Sequence[str]) -> tuple[np.n
     return vecs, secs
 
 
+def reranker_for(config: MemoryConfig, encoder: Encoder) -> Reranker | None:
+    """The reranker a benchmark memory should use, or ``None`` for the config's default.
+
+    ``bi_encoder`` scores with ``"minilm"`` by default; a memory built with another MiniLM
+    variant (``"minilm-int8"``) would then re-encode every candidate with the slow fp32 model.
+    Scoring with the memory's own encoder reuses its stored vectors instead (same model).
+    """
+    if config.reranker == "bi_encoder" and encoder.name in MINILM_FAMILY:
+        return BiEncoderReranker(encoder.name)
+    return None
+
+
 def reciprocal_rank(result_ids: Sequence[int], gold: int) -> float:
     """1/rank of ``gold`` among ``result_ids`` (0 if absent)."""
     for rank, iid in enumerate(result_ids, start=1):
@@ -100,7 +113,8 @@ def run_modes(
     for mode in modes:
         if progress:
             progress(mode)
-        mem = TieredMemory(base.replace(mode=mode), encoder)
+        cfg = base.replace(mode=mode)
+        mem = TieredMemory(cfg, encoder, reranker=reranker_for(cfg, encoder))
         t0 = time.perf_counter()
         ids = mem.ingest(data.texts, data.importance, embeddings=fact_emb)
         ingest_s = time.perf_counter() - t0

@@ -59,7 +59,7 @@ def test_default_config_composes_with_the_documented_defaults():
     cfg = load_config()
     assert cfg["benchmark"]["name"] == "locomo"
     assert cfg["strategy"]["name"] == "implementation"
-    assert cfg["backend"] == {"name": "llamacpp", "model": "smollm2-135m", "n_threads": 2}
+    assert cfg["backend"] == {"name": "llamacpp", "model": "smollm2-135m", "n_threads": 2, "n_parallel": 1}
     assert cfg["reward"]["task_metric"] == "f1"
     assert cfg["wandb"]["mode"] == "disabled"
     assert cfg["run_name"] == "locomo__implementation__lam0.0__s0"

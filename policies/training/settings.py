@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-VEC_ENVS = ("dummy", "subproc")
+VEC_ENVS = ("dummy", "subproc", "batched")
 SELECT_METRICS = ("f1", "em", "judge")
 WANDB_MODES = ("disabled", "offline", "online")
 

@@ -88,7 +88,7 @@ def env_factory(
 def build_vec_env(
     items: Sequence[Any], cfg: Mapping[str, Any], n_envs: int, seed: int, kind: str, components: Any
 ) -> VecEnv:
-    """``DummyVecEnv`` (shared components) or ``SubprocVecEnv`` (components per worker).
+    """``DummyVecEnv`` (shared components), ``SubprocVecEnv`` (components per worker) or ``BatchedVecEnv``.
 
     Raises:
         ValueError: For an unknown ``kind``.
@@ -99,4 +99,9 @@ def build_vec_env(
         return SubprocVecEnv(
             [env_factory(items, cfg, i, seed, None) for i in range(n_envs)], start_method="spawn"
         )
-    raise ValueError(f"unknown vec_env kind {kind!r}; choose dummy or subproc")
+    if kind == "batched":
+        # Same envs as "dummy", but concurrent LLM calls of the N envs reach the backend as one batch.
+        from policies.training.batched_vec_env import BatchedVecEnv
+
+        return BatchedVecEnv([env_factory(items, cfg, i, seed, components) for i in range(n_envs)])
+    raise ValueError(f"unknown vec_env kind {kind!r}; choose dummy, subproc or batched")
