@@ -12,29 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from common.datadir import DataFileError, data_file
 from policies.training.sweep_ray import PID_FILE, run_trial, trial_config
-
-TINY = [
-    "backend=fake",
-    "encoder=hashing",
-    "memory=no_ce",
-    "train=tiny",
-    "ppo=tiny",
-    "question_bank.max_samples=1",
-]
-
-
-def _has_locomo() -> bool:
-    try:
-        data_file("locomo10.json")
-    except DataFileError:
-        return False
-    return True
+from tests.support import TINY_TRAIN_OVERRIDES, needs_locomo
 
 
 def _overrides(tmp: Path) -> list[str]:
-    return [*TINY, f"cache.path={tmp / 'calls.sqlite'}", f"question_bank.cache_dir={tmp / 'banks'}"]
+    paths = [f"cache.path={tmp / 'calls.sqlite'}", f"question_bank.cache_dir={tmp / 'banks'}"]
+    return [*TINY_TRAIN_OVERRIDES, *paths]
 
 
 def test_trial_config_sets_lambda_seed_and_resume(tmp_path: Path) -> None:
@@ -61,7 +45,7 @@ def test_run_trial_skips_finished_trials(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data directory absent (locomo10.json)")
+@needs_locomo
 def test_ray_sweep_survives_a_killed_worker_and_resumes(tmp_path: Path) -> None:
     pytest.importorskip("ray.tune", reason="Ray Tune is the optional 'ray' extra")
     from policies.training.sweep_ray import run_sweep

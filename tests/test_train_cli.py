@@ -12,30 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from common.datadir import DataFileError, data_file
+from tests.support import TINY_TRAIN_OVERRIDES, needs_locomo
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = [
-    "backend=fake",
-    "encoder=hashing",
-    "memory=no_ce",
-    "train=tiny",
-    "ppo=tiny",
-    "question_bank.max_samples=1",
-]
-
-
-def _has_locomo() -> bool:
-    try:
-        data_file("locomo10.json")
-    except DataFileError:
-        return False
-    return True
 
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data directory absent (locomo10.json)"),
+    needs_locomo,
 ]
 
 
@@ -51,7 +35,7 @@ def _run(args, tmp_path, **env_extra):
     ]
     # cwd is the tmp dir: nothing may be written relative to the working directory.
     out = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args, *TINY, *paths],
+        [sys.executable, str(ROOT / "train.py"), *args, *TINY_TRAIN_OVERRIDES, *paths],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -11,30 +11,10 @@ import json
 import pytest
 import torch
 
-from common.datadir import DataFileError, data_file
 from policies.router import WEIGHTS_FILE, Router
 from policies.training.config import load_config
 from policies.training.settings import PPOSettings, SettingsError, TrainSettings, WandbSettings
-
-TINY = [
-    "backend=fake",
-    "encoder=hashing",
-    "memory=no_ce",
-    "train=tiny",
-    "ppo=tiny",
-    "question_bank.max_samples=1",
-]
-
-
-def _has_locomo() -> bool:
-    try:
-        data_file("locomo10.json")
-    except DataFileError:
-        return False
-    return True
-
-
-needs_data = pytest.mark.skipif(not _has_locomo(), reason="LoCoMo data directory absent (locomo10.json)")
+from tests.support import TINY_TRAIN_OVERRIDES, needs_locomo
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +26,7 @@ def shared(tmp_path_factory):
 def _cfg(shared, runs, *extra):
     return load_config(
         [
-            *TINY,
+            *TINY_TRAIN_OVERRIDES,
             f"runs_dir={runs}",
             f"cache.path={shared / 'calls.sqlite'}",
             f"question_bank.cache_dir={shared / 'banks'}",
@@ -99,7 +79,7 @@ def _weights(run_dir):
 
 
 @pytest.mark.slow
-@needs_data
+@needs_locomo
 def test_same_seed_and_warm_cache_give_identical_routers(shared, tmp_path):
     from policies.training.loop import train
 
@@ -121,7 +101,7 @@ def test_same_seed_and_warm_cache_give_identical_routers(shared, tmp_path):
     assert any(not torch.equal(a[k], c[k]) for k in a)
 
 
-@needs_data
+@needs_locomo
 def test_run_directory_contents_and_provenance(shared, tmp_path):
     from policies.training.loop import train
 
@@ -170,7 +150,7 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
 
 
 @pytest.mark.slow
-@needs_data
+@needs_locomo
 def test_resume_continues_from_the_checkpoint(shared, tmp_path):
     from policies.training.loop import train
 
