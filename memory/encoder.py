@@ -7,7 +7,8 @@ Three encoders are registered:
   sentence-transformers pooling ourselves (attention-masked mean, then L2 normalisation), because
   ``import sentence_transformers`` alone costs ~10 s; the vectors are the same.
 * ``"minilm-int8"``: the same model with int8-stored weights on onnxruntime
-  (:mod:`memory.encoder_onnx`); several times faster on CPU, cosine > 0.999 with ``"minilm"``.
+  (:mod:`memory.encoder_onnx`): cosine >= 0.999 with ``"minilm"``, ~1.6x lower single-query
+  latency, the same batch throughput on this machine (it is not the default; see memory/README.md).
 * ``"hashing"``: a deterministic, dependency-free fake (signed feature hashing of word tokens and
   character 3-grams, 384-d). It has no semantics beyond lexical overlap and exists so that unit
   tests of the memory plumbing run in milliseconds.

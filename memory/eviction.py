@@ -27,6 +27,7 @@ retrieval), ignoring importance, in both tiers.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,11 +80,12 @@ def importance_scores(view: TierView) -> np.ndarray:
     return 0.75 * view.importance.astype(np.float64) + 0.25 * np.minimum(view.usage / 10.0, 1.0)
 
 
-class EvictionPolicy:
+class EvictionPolicy(abc.ABC):
     """Base class: choose ``n`` victims among a tier's live items."""
 
     name = "base"
 
+    @abc.abstractmethod
     def select(self, view: TierView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
         """Return the item ids to evict.
 
@@ -97,7 +99,6 @@ class EvictionPolicy:
         Returns:
             Item ids (int64) of the victims.
         """
-        raise NotImplementedError
 
 
 class ImportancePolicy(EvictionPolicy):

@@ -106,23 +106,36 @@ def main() -> int:
     ap.add_argument(
         "--onnx-dir", type=Path, default=None, help="dir with minilm-fp32.onnx / minilm-qdyn.onnx"
     )
+    ap.add_argument("--variants", default=None, help="comma-separated subset of variant names")
     ap.add_argument("--out", default="runs/memory/encoder_comparison.json")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
 
-    variants = {k: f() for k, f in build_variants(threads, args.onnx_dir).items()}
+    keep = [v for v in args.variants.split(",") if v] if args.variants else None
+    variants = {
+        k: f()
+        for k, f in build_variants(threads, args.onnx_dir).items()
+        if keep is None or k in keep or k == f"torch-fp32/t{threads[0]}"
+    }
     ref = variants[f"torch-fp32/t{threads[0]}"]
     texts = real_texts(300, 300)
     ref_vecs = {k: ref.encode(v) for k, v in texts.items()}
     fidelity: dict[str, dict[str, float]] = {}
     for name, enc in variants.items():
+        twin = name.rsplit("/", 1)[0] + f"/t{threads[0]}"
+        if twin != name and twin in fidelity:  # same numerics at another thread count
+            fidelity[name] = fidelity[twin]
+            continue
         row: dict[str, float] = {}
+        parts = []
         for k, v in texts.items():
             cos = np.sum(enc.encode(v) * ref_vecs[k], axis=1)
             row[f"{k}_mean_cos"], row[f"{k}_min_cos"] = float(cos.mean()), float(cos.min())
-        allcos = np.concatenate([np.sum(enc.encode(v) * ref_vecs[k], axis=1) for k, v in texts.items()])
+            parts.append(cos)
+        allcos = np.concatenate(parts)
         row["mean_cos"], row["min_cos"] = float(allcos.mean()), float(allcos.min())
         fidelity[name] = row
+        print(f"fidelity {name}: mean cos {row['mean_cos']:.5f} min {row['min_cos']:.5f}", flush=True)
 
     data = generate_synthetic(15000, 42)
     facts = data.texts[-args.n_facts :]
@@ -141,6 +154,11 @@ def main() -> int:
                 enc.encode([qt])
                 lat.append((time.perf_counter() - t1) * 1e3)
             speed[name]["q_ms"].append(statistics.median(lat))
+            print(
+                f"speed {name}: {speed[name]['wall'][-1]:.1f} facts/s, "
+                f"{speed[name]['cpu'][-1]:.1f} facts/CPU-s, query p50 {speed[name]['q_ms'][-1]:.2f} ms",
+                flush=True,
+            )
 
     base = f"torch-fp32/t{threads[0]}"
     base_wall = statistics.median(speed[base]["wall"])
