@@ -202,16 +202,7 @@ class HNSWTier:
             rows = np.array([self._row_of.pop(int(i)) for i in item_ids], dtype=np.int64)
         except KeyError as exc:
             raise KeyError(f"tier {self.name}: item id {exc.args[0]} is not stored here") from None
-        out = ItemBatch(
-            item_ids=self.ids[rows].copy(),
-            embeddings=self.emb[rows].copy(),
-            importance=self.importance[rows].copy(),
-            usage=self.usage[rows].copy(),
-            last_access=self.last_access[rows].copy(),
-            texts=[self.texts[r] for r in rows],
-            entities=[self.entities[r] for r in rows],
-            metadata=[self.meta[r] for r in rows],
-        )
+        out = self._batch(rows)
         for r, iid in zip(rows.tolist(), out.item_ids.tolist(), strict=True):
             self.index.mark_deleted(iid)
             self.alive[r] = False
@@ -221,9 +212,8 @@ class HNSWTier:
             self._free.append(r)
         return out
 
-    def all_items(self) -> ItemBatch:
-        """Records of every live item, in row order (for persistence and inspection)."""
-        rows = self.live_rows()
+    def _batch(self, rows: np.ndarray) -> ItemBatch:
+        """Copies of the records stored in ``rows``."""
         return ItemBatch(
             item_ids=self.ids[rows].copy(),
             embeddings=self.emb[rows].copy(),
@@ -234,6 +224,11 @@ class HNSWTier:
             entities=[self.entities[r] for r in rows],
             metadata=[self.meta[r] for r in rows],
         )
+
+    def all_items(self) -> ItemBatch:
+        """Records of every live item, in row order (for persistence and inspection)."""
+        rows = self.live_rows()
+        return self._batch(rows)
 
     # ---------------------------------------------------------------- queries
 
