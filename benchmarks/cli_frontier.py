@@ -225,6 +225,12 @@ def run_with(
             evaluate, budget_frac=args.best_fixed_budget, method=args.best_fixed_search, candidates=cands
         )
 
+    # Fail in a second, not after the baselines: every router must fit these components
+    # (encoder, observation spec).
+    for spec in routers:
+        for run in spec.runs:
+            if run.check is not None:
+                run.check(components)
     systems = [*routers, *baseline_systems(args, search)]
     runs = evaluate_systems(
         systems, items, components, out / "records" / fp / args.split, chunk=args.chunk, progress=progress

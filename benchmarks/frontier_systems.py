@@ -83,7 +83,8 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
     for path in paths:
         router = Router.load(path)
         meta = dict(router.metadata)
-        cfg = dict(meta.get("config") or {})
+        # train.py records the resolved config in the export's provenance.
+        cfg = dict(meta.get("config") or (meta.get("provenance") or {}).get("config") or {})
         lam = meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
         seed = meta.get("seed", cfg.get("seed"))
         name = f"router λ={float(lam):g}" if lam is not None else f"router {path.name}"

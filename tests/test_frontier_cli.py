@@ -194,3 +194,34 @@ def test_resolve_config_sources(tmp_path):
     (tmp_path / "c.yaml").write_text("benchmark: {name: longmemeval}\nbackend: {name: fake}\n")
     ns = argparse.Namespace(config=str(tmp_path / "c.yaml"), set=[], benchmark=None)
     assert frontier_config.resolve_config(ns, [{"x": 1}])["benchmark"]["name"] == "longmemeval"
+
+
+def test_mismatched_router_fails_before_any_evaluation(sweep, tmp_path, monkeypatch):
+    """A router trained with another encoder is refused up front, not after the baselines ran."""
+    calls = []
+    monkeypatch.setattr(frontier_runner, "evaluate_run", lambda *a, **k: calls.append(a) or [])
+    args = _args(tmp_path, "--routers", str(sweep / "lam0.0_s0"), "--checkpoint-glob", "best")
+    paths = frontier_systems.find_checkpoints(args.routers, args.checkpoint_glob)
+    routers, ckpts, _ = frontier_systems.router_systems(paths)
+    comps = make_fake_components()
+    comps.encoder.name = "minilm"  # the router was exported with the fake components' encoder
+    with pytest.raises(ValueError, match="encoder"):
+        cli_frontier.run_with(args, {}, comps, make_fake_bank(4), routers, ckpts, lambda: make_fake_bank(2))
+    assert calls == []
+
+
+def test_router_config_read_from_provenance(tmp_path):
+    """train.py's exports keep the resolved config under provenance.config; the frontier uses it."""
+    comps = make_fake_components()
+    meta = {
+        "observation_spec": comps.obs_builder.spec.to_dict(),
+        "encoder": comps.encoder.name,
+        "cost_lambda": 0.3,
+        "seed": 2,
+        "provenance": {"config": {"seed": 2, "encoder": "hashing", "cost": {"lambda": 0.3}}},
+    }
+    from policies.export import export_router
+
+    path = export_router(_model(2, comps), tmp_path / "r" / "router", meta, verify=4)
+    _, _, cfgs = frontier_systems.router_systems([path])
+    assert cfgs == [{"seed": 2, "encoder": "hashing", "cost": {"lambda": 0.3}}]

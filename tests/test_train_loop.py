@@ -146,6 +146,9 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
         assert key in header, key
     history = json.loads((run / "validation.json").read_text())["history"]
     assert [h["step"] for h in history] == [20, 40]
+    # the policy's mean probability of HIGH over the validation decisions (argmax hides it)
+    assert all(0.0 < h["p_high"] < 1.0 for h in history)
+    assert "| p_high |" in (run / "validation.md").read_text()
     assert result["timesteps"] == 40
 
 

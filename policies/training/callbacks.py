@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from common.atomic import atomic_write_json, atomic_write_text
@@ -36,10 +37,22 @@ from policies.training.summary import (
 )
 
 
-def ppo_decide(model: Any) -> Callable[[np.ndarray, str], Tier]:
-    """``decide(obs, module) -> Tier`` from a PPO model's deterministic (argmax) action."""
+def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callable[[np.ndarray, str], Tier]:
+    """``decide(obs, module) -> Tier`` from a PPO model's deterministic (argmax) action.
+
+    Args:
+        model: The PPO model.
+        probs_out: If given, each decision's tier probabilities (LOW, MID, HIGH) are appended.
+            The argmax hides how close a tier came to being chosen; the probabilities show a
+            policy moving away from HIGH before its argmax flips.
+    """
 
     def decide(obs: np.ndarray, module: str) -> Tier:
+        if probs_out is not None:
+            obs_t, _ = model.policy.obs_to_tensor(obs)
+            with torch.no_grad():
+                probs = model.policy.get_distribution(obs_t).distribution.probs
+            probs_out.append(probs.reshape(-1).cpu().numpy().astype(np.float64))
         action, _ = model.predict(obs, deterministic=True)
         return Tier(int(action))
 
@@ -177,8 +190,11 @@ class ValidationCallback(BaseCallback):
     def validate(self) -> dict[str, Any]:
         """Run the validation split now; export the router if it is the best so far."""
         start = time.perf_counter()
-        records = self.evaluate(ppo_decide(self.model), self.items, self.components, progress=False)
+        probs: list[np.ndarray] = []
+        records = self.evaluate(ppo_decide(self.model, probs), self.items, self.components, progress=False)
         summary = summarize_records(records)
+        if probs:
+            summary["p_high"] = float(np.mean([p[int(Tier.HIGH)] for p in probs]))
         score = selection_score(summary, self.select_metric)
         step = int(self.num_timesteps)
         self.last_eval_step = step

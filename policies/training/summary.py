@@ -115,6 +115,7 @@ def markdown_report(title: str, summary: dict[str, Any], extra: dict[str, Any] |
         "answer_cost",
         "total_cost",
         "high_share",
+        "p_high",
         "llm_calls",
         "cache_hits",
         "cache_hit_rate",
