@@ -365,6 +365,27 @@ class RewardShaper:
         }
         return reward, terms
 
+    def evaluate(self, r_task: float, raw_cost: float) -> float:
+        """The reward this shaper would give now, without updating its window or α history.
+
+        Used to score held-out (validation) episodes on the objective training optimises.
+        Before any training episode (empty window) the cost term is 0.
+
+        Raises:
+            ValueError: On a non-finite task score or an invalid cost.
+        """
+        rt, c = float(r_task), float(raw_cost)
+        if not np.isfinite(rt):
+            raise ValueError(f"r_task must be finite, got {r_task!r}")
+        if not np.isfinite(c) or c < 0.0:
+            raise ValueError(f"raw cost must be finite and >= 0, got {raw_cost!r}")
+        if len(self.normalizer) == 0 or self.cost_lambda == 0.0:
+            return rt
+        c_hat, _ = self.normalizer.normalise(c, update=False)
+        a = self.alignment
+        alpha = a.frozen_alpha if a.frozen_alpha is not None else a.alpha
+        return rt + self.cost_lambda * alpha * (1.0 - c_hat)
+
     def state_dict(self) -> dict[str, Any]:
         """Serializable state (normaliser window and α history)."""
         return {

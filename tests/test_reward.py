@@ -165,3 +165,19 @@ def test_shaper_config_and_state_round_trip():
         RewardShaper(cost_lambda=-1)
     with pytest.raises(ValueError, match="r_task"):
         RewardShaper().shape(math.nan, 1.0)
+
+
+def test_shaper_evaluate_scores_without_updating():
+    """Validation scoring: the current window and α, nothing appended (hand-computed)."""
+    shaper = RewardShaper(cost_lambda=0.5, alpha_mode="fixed", alpha=2.0)
+    assert shaper.evaluate(0.3, 50.0) == 0.3  # empty window: no cost term yet
+    shaper.shape(0.5, 0.0)
+    shaper.shape(0.5, 100.0)  # window [0, 100] -> sqrt [0, 10]: P5 = 0.5, P95 = 9.5
+    state = shaper.state_dict()
+    # sqrt(25) = 5 -> c_hat = (5 - 0.5) / 9 = 0.5 -> 0.2 + 0.5 * 2 * 0.5
+    assert shaper.evaluate(0.2, 25.0) == pytest.approx(0.7)
+    assert shaper.evaluate(0.2, 1e6) == pytest.approx(0.2)  # clipped at the dear end: r_cost = 0
+    assert shaper.state_dict() == state
+    assert RewardShaper(cost_lambda=0.0).evaluate(0.4, 10.0) == 0.4
+    with pytest.raises(ValueError, match="raw cost"):
+        shaper.evaluate(0.2, -1.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -126,7 +127,7 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
     assert router.metadata["encoder"] == "hashing"
     assert router.metadata["strategy"] == "implementation"
     assert router.metadata["provenance"]["git_commit"] == meta["git_commit"]
-    assert router.metadata["validation"]["metric"] == "f1"
+    assert router.metadata["validation"]["metric"] == "objective"
     header = (run / "progress.csv").read_text().splitlines()[0].split(",")
     for key in (
         "train/value_loss",
@@ -148,6 +149,8 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
     assert [h["step"] for h in history] == [20, 40]
     # the policy's mean probability of HIGH over the validation decisions (argmax hides it)
     assert all(0.0 < h["p_high"] < 1.0 for h in history)
+    # selection on the validation objective (r_task + λ·α·r_cost on held-out questions)
+    assert all(np.isfinite(h["objective"]) and h["score"] == h["objective"] for h in history)
     assert "| p_high |" in (run / "validation.md").read_text()
     assert result["timesteps"] == 40
 
@@ -184,3 +187,25 @@ def test_resume_continues_from_the_checkpoint(shared, tmp_path):
         )
     with pytest.raises(FileNotFoundError, match="no checkpoint"):
         train(_cfg(shared, tmp_path, f"resume={tmp_path / 'nowhere'}"))
+
+
+def test_validation_state_from_another_metric_forgets_the_best(tmp_path, capsys):
+    from policies.training.callbacks import ValidationCallback
+
+    def make(metric):
+        return ValidationCallback(
+            [], None, lambda *a, **k: [], tmp_path, dict, eval_freq=10, select_metric=metric
+        )
+
+    old = make("f1")
+    old.best_score, old.best_step, old.last_eval_step = 0.4, 20, 20
+    old.history = [{"step": 20, "score": 0.4}]
+    same = make("f1")
+    same.load_state_dict(old.state_dict())
+    assert (same.best_score, same.best_step) == (0.4, 20)
+    other = make("objective")
+    legacy = {k: v for k, v in old.state_dict().items() if k != "select_metric"}  # older checkpoints
+    other.load_state_dict(legacy)
+    assert other.best_score is None and other.best_step is None
+    assert other.history == old.history and other.last_eval_step == 20
+    assert "selected on 'f1'" in capsys.readouterr().out

@@ -125,7 +125,8 @@ class ValidationCallback(BaseCallback):
         run_dir: Run directory; the best router goes to ``run_dir/router``.
         export_metadata: Returns the metadata dict stored with an exported router.
         eval_freq: Validate every this many timesteps.
-        select_metric: ``f1``, ``em`` or ``judge``.
+        select_metric: ``objective`` (validation reward, see :meth:`_objective`), ``f1``, ``em``
+            or ``judge``.
     """
 
     def __init__(
@@ -136,7 +137,7 @@ class ValidationCallback(BaseCallback):
         run_dir: Path,
         export_metadata: Callable[[], dict[str, Any]],
         eval_freq: int,
-        select_metric: str = "f1",
+        select_metric: str = "objective",
         verbose: int = 0,
     ) -> None:
         super().__init__(verbose)
@@ -161,6 +162,7 @@ class ValidationCallback(BaseCallback):
     def state_dict(self) -> dict[str, Any]:
         """JSON-friendly state for checkpoints."""
         return {
+            "select_metric": self.select_metric,
             "best_score": self.best_score,
             "best_step": self.best_step,
             "best_summary": self.best_summary,
@@ -169,12 +171,25 @@ class ValidationCallback(BaseCallback):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore from :meth:`state_dict`."""
+        """Restore from :meth:`state_dict`.
+
+        If the checkpoint selected on another metric (checkpoints without the field selected on
+        ``f1``), its best score is not comparable with this run's: the history is kept, the best
+        is forgotten, and the next validation exports the router again.
+        """
+        self.last_eval_step = int(state.get("last_eval_step", 0))
+        self.history = list(state.get("history", []))
+        saved_metric = state.get("select_metric", "f1")
+        if saved_metric != self.select_metric:
+            print(
+                f"note: the checkpoint selected on {saved_metric!r}, this run on {self.select_metric!r}; "
+                "the best router will be chosen again from the next validation on"
+            )
+            self.best_score = self.best_step = self.best_summary = None
+            return
         self.best_score = state.get("best_score")
         self.best_step = state.get("best_step")
         self.best_summary = state.get("best_summary")
-        self.last_eval_step = int(state.get("last_eval_step", 0))
-        self.history = list(state.get("history", []))
 
     def _on_step(self) -> bool:
         return True
@@ -195,6 +210,7 @@ class ValidationCallback(BaseCallback):
         summary = summarize_records(records)
         if probs:
             summary["p_high"] = float(np.mean([p[int(Tier.HIGH)] for p in probs]))
+        summary["objective"] = self._objective(records)
         score = selection_score(summary, self.select_metric)
         step = int(self.num_timesteps)
         self.last_eval_step = step
@@ -221,6 +237,31 @@ class ValidationCallback(BaseCallback):
         if self.verbose:
             print(f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f})")
         return summary
+
+    def _objective(self, records: Sequence[Any]) -> float:
+        """Mean validation reward ``r_task + λ·α·r_cost`` under the training env's current statistics.
+
+        The held-out questions are scored on the objective PPO optimises, with the cost
+        normaliser window and α of the first training env frozen at this moment (nothing is
+        updated). At λ = 0 this is the task metric; for λ > 0 it stops a λ-sweep from selecting
+        each run's checkpoint on F1 alone, which would ignore the cost the run was asked to save.
+        """
+        task_metric = str(getattr(self.components, "task_metric", "f1"))
+        env = getattr(self, "training_env", None)
+        if env is None:  # not attached to a model (unit use): the task metric alone
+            return float(np.mean([r.task_score(task_metric) for r in records]))
+        shaper = env.get_attr("reward_shaper", indices=[0])[0]
+        with_answer = bool(env.get_attr("include_answer_cost", indices=[0])[0])
+        return float(
+            np.mean(
+                [
+                    shaper.evaluate(
+                        r.task_score(task_metric), r.module_cost + (r.answer_cost if with_answer else 0.0)
+                    )
+                    for r in records
+                ]
+            )
+        )
 
     def write_report(self) -> tuple[Path, Path]:
         """Write ``validation.json`` (history + best) and ``validation.md`` (short report)."""

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 VEC_ENVS = ("dummy", "subproc", "batched")
-SELECT_METRICS = ("f1", "em", "judge")
+SELECT_METRICS = ("objective", "f1", "em", "judge")
 WANDB_MODES = ("disabled", "offline", "online")
 
 
@@ -53,7 +53,7 @@ class TrainSettings:
     val_split: str = "val"
     eval_freq: int = 250
     checkpoint_freq: int = 250
-    select_metric: str = "f1"
+    select_metric: str = "objective"
     progress_bar: bool = True
     torch_threads: int | None = 1
     device: str = "cpu"

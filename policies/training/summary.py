@@ -72,7 +72,7 @@ def summarize_records(records: Sequence[Any]) -> dict[str, Any]:
 
 
 def selection_score(summary: dict[str, Any], metric: str) -> float:
-    """The validation score that picks the best checkpoint (``f1``, ``em`` or ``judge``).
+    """The validation score that picks the best checkpoint (``objective``, ``f1``, ``em`` or ``judge``).
 
     Raises:
         ValueError: If ``metric`` is ``judge`` but no episode was judged.
@@ -108,6 +108,7 @@ def markdown_report(title: str, summary: dict[str, Any], extra: dict[str, Any] |
     lines += ["| metric | value |", "|---|---|"]
     for key in (
         "n",
+        "objective",
         "f1",
         "em",
         "judge",
