@@ -1,0 +1,161 @@
+#!/usr/bin/env python
+"""Summarise a λ sweep's runs: how the router's tier choices and quality move with λ.
+
+    python scripts/sweep_table.py runs/sweep-locomo/sweep            # markdown table + PNG
+    python scripts/sweep_table.py runs --glob 'locomo__*' --last 0.5
+
+For every run directory (one holding ``result.json``) it reads:
+
+* ``progress.csv``: the HIGH (and LOW) share of the *training* episodes over the last
+  ``--last`` fraction of the run. These actions are sampled from the stochastic policy, so the
+  share follows the policy's probabilities, not only its argmax;
+* ``validation.json``: the selected router's validation HIGH share (argmax actions), mean
+  P(HIGH) over its decisions when recorded, F1, module cost and the selection score;
+* ``result.json``: λ, seed, timesteps, and the calls the run computed (cache misses of every
+  tier, rules and models included; the LLM-only count is in ``bench_sweep_calls.py``).
+
+It prints a markdown table sorted by (λ, seed), writes it next to a PNG plot of HIGH share
+and F1 against λ (``--out``, default ``<runs_dir>/sweep_table.{md,png}``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MODULES = ("filter", "entity", "temporal", "topic", "summary")
+
+
+def training_shares(progress: Path, last: float) -> tuple[float, float, int]:
+    """Mean HIGH and LOW shares of the training rollouts in the last ``last`` fraction of the run.
+
+    Returns:
+        ``(high_share, low_share, rollouts averaged)``; NaNs when the CSV has no tier columns.
+    """
+    with progress.open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("tiers/high_share")]
+    if not rows:
+        return math.nan, math.nan, 0
+    tail = rows[max(0, int(len(rows) * (1.0 - last))) :]
+
+    def mean_of(tier: str) -> float:
+        vals = [float(r[f"tiers/{m}/{tier}"]) for r in tail for m in MODULES if r.get(f"tiers/{m}/{tier}")]
+        return sum(vals) / len(vals) if vals else math.nan
+
+    return mean_of("high"), mean_of("low"), len(tail)
+
+
+def run_row(run_dir: Path, last: float) -> dict[str, Any]:
+    """One table row from a finished run directory."""
+    result = json.loads((run_dir / "result.json").read_text())
+    val_path = run_dir / "validation.json"
+    val = json.loads(val_path.read_text()) if val_path.exists() else {}
+    best = val.get("best") or {}
+    high, low, n_roll = (
+        training_shares(run_dir / "progress.csv", last)
+        if (run_dir / "progress.csv").exists()
+        else (math.nan, math.nan, 0)
+    )
+    calls = int(result.get("llm_calls") or 0)
+    hits = int(result.get("cache_hits") or 0)
+    return {
+        "lambda": float(result["cost_lambda"]),
+        "seed": int(result.get("seed", 0)),
+        "timesteps": int(result.get("timesteps", 0)),
+        "train_high": high,
+        "train_low": low,
+        "rollouts": n_roll,
+        "val_high": best.get("high_share", math.nan),
+        "val_p_high": best.get("p_high", math.nan),
+        "val_f1": best.get("f1", math.nan),
+        "val_module_cost": best.get("module_cost", math.nan),
+        "selected_on": val.get("select_metric", ""),
+        "best_step": val.get("best_step"),
+        "computed_calls": calls - hits,
+        "run": run_dir.name,
+    }
+
+
+def markdown(rows: list[dict[str, Any]], last: float) -> str:
+    """The table as markdown."""
+
+    def f(v: Any, fmt: str) -> str:
+        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+    head = (
+        f"| λ | seed | steps | train HIGH (last {last:.0%}) | train LOW | val HIGH | val P(HIGH) | val F1 "
+        "| val module cost (GFLOPs) | selected on (step) | calls computed (all tiers) |"
+    )
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        lines.append(
+            f"| {r['lambda']:g} | {r['seed']} | {r['timesteps']} | {f(r['train_high'], '.2f')} | "
+            f"{f(r['train_low'], '.2f')} | {f(r['val_high'], '.2f')} | {f(r['val_p_high'], '.2f')} | "
+            f"{f(r['val_f1'], '.3f')} | {f(r['val_module_cost'], '.1f')} | "
+            f"{r['selected_on']} ({r['best_step']}) | {r['computed_calls']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """HIGH shares and validation F1 against λ."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lam = [r["lambda"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(lam, [r["train_high"] for r in rows], "o-", label="train HIGH share (sampled)")
+    ax.plot(lam, [r["val_high"] for r in rows], "s--", label="val HIGH share (argmax)")
+    if any(not math.isnan(float(r["val_p_high"])) for r in rows):
+        ax.plot(lam, [r["val_p_high"] for r in rows], "^:", label="val mean P(HIGH)")
+    ax.set_xlabel("λ (cost weight)")
+    ax.set_ylabel("share of HIGH decisions")
+    ax.set_ylim(-0.02, 1.02)
+    ax2 = ax.twinx()
+    ax2.plot(lam, [r["val_f1"] for r in rows], "d-", color="grey", alpha=0.6, label="val F1")
+    ax2.set_ylabel("validation F1")
+    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
+    ax.legend(handles, labels, loc="upper right", fontsize=8)
+    ax.set_title("Router tier choices across the λ sweep")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_dir", type=Path)
+    parser.add_argument("--glob", default="*", help="run directory names to include")
+    parser.add_argument("--last", type=float, default=0.5, help="fraction of training rollouts to average")
+    parser.add_argument("--out", type=Path, default=None, help="output stem (default <runs_dir>/sweep_table)")
+    args = parser.parse_args(argv)
+    if not 0.0 < args.last <= 1.0:
+        parser.error(f"--last must be in (0, 1], got {args.last}")
+    dirs = sorted(p for p in args.runs_dir.glob(args.glob) if (p / "result.json").is_file())
+    if not dirs:
+        print(f"no finished runs (result.json) under {args.runs_dir}/{args.glob}", file=sys.stderr)
+        return 2
+    rows = sorted((run_row(d, args.last) for d in dirs), key=lambda r: (r["lambda"], r["seed"]))
+    text = markdown(rows, args.last)
+    print(text)
+    from common.atomic import atomic_write_text
+
+    stem = args.out or args.runs_dir / "sweep_table"
+    atomic_write_text(stem.with_suffix(".md"), text)
+    plot(rows, stem.with_suffix(".png"))
+    print(f"written {stem.with_suffix('.md')} and {stem.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

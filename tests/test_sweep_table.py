@@ -1,0 +1,60 @@
+"""scripts/sweep_table.py: the λ-sweep summary reads run directories and writes a table and a plot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = ("filter", "entity", "temporal", "topic", "summary")
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("sweep_table", ROOT / "scripts" / "sweep_table.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(root: Path, lam: float, highs: list[float]) -> None:
+    run = root / f"locomo__implementation__lam{lam}__s0"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(
+        json.dumps({"cost_lambda": lam, "seed": 0, "timesteps": 40, "llm_calls": 10, "cache_hits": 4})
+    )
+    best = {"high_share": highs[-1], "p_high": 0.3, "f1": 0.5, "module_cost": 12.0}
+    val = {"select_metric": "objective", "best_step": 40, "best": best}
+    (run / "validation.json").write_text(json.dumps(val))
+    tiers = [f"tiers/{m}/{t}" for m in MODULES for t in ("low", "high")]
+    cols = ["time/total_timesteps", "tiers/high_share", *tiers]
+    lines = [",".join(cols)]
+    for step, high in enumerate(highs):
+        lines.append(",".join([str(step * 10), str(high)] + [str(1 - high), str(high)] * len(MODULES)))
+    lines.append("," * (len(cols) - 1))  # the trailing validation-only row SB3's logger writes
+    (run / "progress.csv").write_text("\n".join(lines) + "\n")
+
+
+def test_sweep_table_hand_case(tmp_path, capsys):
+    st = _load()
+    _run(tmp_path, 0.5, [0.4, 0.4, 0.2, 0.0])
+    _run(tmp_path, 0.0, [0.4, 0.4, 0.6, 0.4])
+    assert st.main([str(tmp_path), "--last", "0.5"]) == 0
+    text = capsys.readouterr().out
+    rows = [line for line in text.splitlines() if line.startswith("| 0")]
+    assert rows[0].startswith("| 0 | 0 | 40 | 0.50 | 0.50 | 0.40 | 0.30 | 0.500 | 12.0 | objective (40) | 6 |")  # noqa: E501
+    assert rows[1].startswith("| 0.5 | 0 | 40 | 0.10 | 0.90 | 0.00 |")
+    png = (tmp_path / "sweep_table.png").read_bytes()
+    assert png[:4] == b"\x89PNG" and len(png) > 5_000
+    assert (tmp_path / "sweep_table.md").read_text() in text
+
+
+def test_sweep_table_no_runs_and_bad_fraction(tmp_path, capsys):
+    st = _load()
+    assert st.main([str(tmp_path)]) == 2
+    assert "no finished runs" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        st.main([str(tmp_path), "--last", "0"])
