@@ -6,7 +6,7 @@
 
 For every run directory (one holding ``result.json``) it reads:
 
-* ``progress.csv``: the HIGH (and LOW) share of the *training* episodes over the last
+* ``progress*.csv``: the HIGH (and LOW) share of the *training* episodes over the last
   ``--last`` fraction of the run. These actions are sampled from the stochastic policy, so the
   share follows the policy's probabilities, not only its argmax;
 * ``validation.json``: the selected router's validation HIGH share (argmax actions), mean
@@ -33,14 +33,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 MODULES = ("filter", "entity", "temporal", "topic", "summary")
 
 
-def training_shares(progress: Path, last: float) -> tuple[float, float, int]:
+def training_shares(run_dir: Path, last: float) -> tuple[float, float, int]:
     """Mean HIGH and LOW shares of the training rollouts in the last ``last`` fraction of the run.
 
+    Reads ``progress.csv`` and, for a resumed run, its ``progress-from-<step>.csv`` files.
+
     Returns:
-        ``(high_share, low_share, rollouts averaged)``; NaNs when the CSV has no tier columns.
+        ``(high_share, low_share, rollouts averaged)``; NaNs when no CSV has tier columns.
     """
-    with progress.open(newline="") as fh:
-        rows = [r for r in csv.DictReader(fh) if r.get("tiers/high_share")]
+    rows: list[dict[str, str]] = []
+    for path in sorted(run_dir.glob("progress*.csv")):
+        with path.open(newline="") as fh:
+            rows += [r for r in csv.DictReader(fh) if r.get("tiers/high_share")]
+    rows.sort(key=lambda r: float(r.get("time/total_timesteps") or 0))
     if not rows:
         return math.nan, math.nan, 0
     tail = rows[max(0, int(len(rows) * (1.0 - last))) :]
@@ -58,11 +63,7 @@ def run_row(run_dir: Path, last: float) -> dict[str, Any]:
     val_path = run_dir / "validation.json"
     val = json.loads(val_path.read_text()) if val_path.exists() else {}
     best = val.get("best") or {}
-    high, low, n_roll = (
-        training_shares(run_dir / "progress.csv", last)
-        if (run_dir / "progress.csv").exists()
-        else (math.nan, math.nan, 0)
-    )
+    high, low, n_roll = training_shares(run_dir, last)
     calls = int(result.get("llm_calls") or 0)
     hits = int(result.get("cache_hits") or 0)
     return {

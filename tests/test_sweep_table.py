@@ -20,6 +20,17 @@ def _load():
     return module
 
 
+def _write_progress(path: Path, highs: list[float], first_step: int) -> None:
+    tiers = [f"tiers/{m}/{t}" for m in MODULES for t in ("low", "high")]
+    cols = ["time/total_timesteps", "tiers/high_share", *tiers]
+    lines = [",".join(cols)]
+    for i, high in enumerate(highs):
+        shares = [str(1 - high), str(high)] * len(MODULES)
+        lines.append(",".join([str(first_step + 10 * i), str(high), *shares]))
+    lines.append("," * (len(cols) - 1))  # the trailing validation-only row SB3's logger writes
+    path.write_text("\n".join(lines) + "\n")
+
+
 def _run(root: Path, lam: float, highs: list[float]) -> None:
     run = root / f"locomo__implementation__lam{lam}__s0"
     run.mkdir(parents=True)
@@ -29,13 +40,7 @@ def _run(root: Path, lam: float, highs: list[float]) -> None:
     best = {"high_share": highs[-1], "p_high": 0.3, "f1": 0.5, "module_cost": 12.0}
     val = {"select_metric": "objective", "best_step": 40, "best": best}
     (run / "validation.json").write_text(json.dumps(val))
-    tiers = [f"tiers/{m}/{t}" for m in MODULES for t in ("low", "high")]
-    cols = ["time/total_timesteps", "tiers/high_share", *tiers]
-    lines = [",".join(cols)]
-    for step, high in enumerate(highs):
-        lines.append(",".join([str(step * 10), str(high)] + [str(1 - high), str(high)] * len(MODULES)))
-    lines.append("," * (len(cols) - 1))  # the trailing validation-only row SB3's logger writes
-    (run / "progress.csv").write_text("\n".join(lines) + "\n")
+    _write_progress(run / "progress.csv", highs, first_step=0)
 
 
 def test_sweep_table_hand_case(tmp_path, capsys):
@@ -45,11 +50,18 @@ def test_sweep_table_hand_case(tmp_path, capsys):
     assert st.main([str(tmp_path), "--last", "0.5"]) == 0
     text = capsys.readouterr().out
     rows = [line for line in text.splitlines() if line.startswith("| 0")]
-    assert rows[0].startswith("| 0 | 0 | 40 | 0.50 | 0.50 | 0.40 | 0.30 | 0.500 | 12.0 | objective (40) | 6 |")  # noqa: E501
+    assert rows[0].startswith(
+        "| 0 | 0 | 40 | 0.50 | 0.50 | 0.40 | 0.30 | 0.500 | 12.0 | objective (40) | 6 |"
+    )  # noqa: E501
     assert rows[1].startswith("| 0.5 | 0 | 40 | 0.10 | 0.90 | 0.00 |")
     png = (tmp_path / "sweep_table.png").read_bytes()
     assert png[:4] == b"\x89PNG" and len(png) > 5_000
     assert (tmp_path / "sweep_table.md").read_text() in text
+
+    # a resumed run continues in progress-from-<step>.csv: both files count, in step order
+    run = tmp_path / "locomo__implementation__lam0.5__s0"
+    _write_progress(run / "progress-from-40.csv", [0.6, 0.8, 1.0, 1.0], first_step=40)
+    assert st.training_shares(run, 0.5)[0] == pytest.approx(0.85)
 
 
 def test_sweep_table_no_runs_and_bad_fraction(tmp_path, capsys):
