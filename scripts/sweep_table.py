@@ -14,8 +14,9 @@ For every run directory (one holding ``result.json``) it reads:
 * ``result.json``: λ, seed, timesteps, and the calls the run computed (cache misses of every
   tier, rules and models included; the LLM-only count is in ``bench_sweep_calls.py``).
 
-It prints a markdown table sorted by (λ, seed), writes it next to a PNG plot of HIGH share
-and F1 against λ (``--out``, default ``<runs_dir>/sweep_table.{md,png}``).
+It prints a markdown table sorted by (λ, seed) (plus means over seeds when a λ has several),
+writes it next to a PNG plot of the per-λ means of HIGH share and F1 (``--out``, default
+``<runs_dir>/sweep_table.{md,png}``).
 """
 
 from __future__ import annotations
@@ -105,24 +106,72 @@ def markdown(rows: list[dict[str, Any]], last: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Columns averaged over seeds by :func:`by_lambda`.
+MEAN_KEYS = ("train_high", "train_low", "val_high", "val_p_high", "val_f1", "val_module_cost")
+
+
+def _nanmean(values: list[Any]) -> float:
+    vals = [float(v) for v in values if v is not None and not math.isnan(float(v))]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def by_lambda(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Means over seeds per λ (``seeds`` = how many runs each mean covers)."""
+    groups: dict[float, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["lambda"], []).append(r)
+    return [
+        {"lambda": lam, "seeds": len(rs), **{k: _nanmean([r[k] for r in rs]) for k in MEAN_KEYS}}
+        for lam, rs in sorted(groups.items())
+    ]
+
+
+def markdown_by_lambda(agg: list[dict[str, Any]]) -> str:
+    """The per-λ means as markdown."""
+
+    def f(v: float, fmt: str) -> str:
+        return "–" if math.isnan(v) else format(v, fmt)
+
+    lines = [
+        "| λ | seeds | train HIGH | val HIGH | val P(HIGH) | val F1 | val module cost (GFLOPs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for a in agg:
+        lines.append(
+            f"| {a['lambda']:g} | {a['seeds']} | {f(a['train_high'], '.2f')} | {f(a['val_high'], '.2f')} | "
+            f"{f(a['val_p_high'], '.2f')} | {f(a['val_f1'], '.3f')} | {f(a['val_module_cost'], '.1f')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """HIGH shares and validation F1 against λ."""
+    """HIGH shares and validation F1 against λ (means over seeds; one dot per run behind them)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lam = [r["lambda"] for r in rows]
+    agg = by_lambda(rows)
+    lam = [a["lambda"] for a in agg]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(lam, [r["train_high"] for r in rows], "o-", label="train HIGH share (sampled)")
-    ax.plot(lam, [r["val_high"] for r in rows], "s--", label="val HIGH share (argmax)")
-    if any(not math.isnan(float(r["val_p_high"])) for r in rows):
-        ax.plot(lam, [r["val_p_high"] for r in rows], "^:", label="val mean P(HIGH)")
+    ax.plot(lam, [a["train_high"] for a in agg], "o-", label="train HIGH share (sampled)")
+    ax.plot(lam, [a["val_high"] for a in agg], "s--", label="val HIGH share (argmax)")
+    if any(not math.isnan(a["val_p_high"]) for a in agg):
+        ax.plot(lam, [a["val_p_high"] for a in agg], "^:", label="val mean P(HIGH)")
+    if len(rows) > len(agg):  # several seeds: show each run's validation HIGH share too
+        ax.scatter(
+            [r["lambda"] for r in rows],
+            [r["val_high"] for r in rows],
+            s=12,
+            c="k",
+            alpha=0.3,
+            label="val HIGH share, each seed",
+        )
     ax.set_xlabel("λ (cost weight)")
     ax.set_ylabel("share of HIGH decisions")
     ax.set_ylim(-0.02, 1.02)
     ax2 = ax.twinx()
-    ax2.plot(lam, [r["val_f1"] for r in rows], "d-", color="grey", alpha=0.6, label="val F1")
+    ax2.plot(lam, [a["val_f1"] for a in agg], "d-", color="grey", alpha=0.6, label="val F1")
     ax2.set_ylabel("validation F1")
     handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
@@ -148,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     rows = sorted((run_row(d, args.last) for d in dirs), key=lambda r: (r["lambda"], r["seed"]))
     text = markdown(rows, args.last)
+    agg = by_lambda(rows)
+    if len(agg) < len(rows):
+        text += "\nMeans over seeds:\n\n" + markdown_by_lambda(agg)
     print(text)
     from common.atomic import atomic_write_text
 

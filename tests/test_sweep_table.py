@@ -52,7 +52,7 @@ def test_sweep_table_hand_case(tmp_path, capsys):
     rows = [line for line in text.splitlines() if line.startswith("| 0")]
     assert rows[0].startswith(
         "| 0 | 0 | 40 | 0.50 | 0.50 | 0.40 | 0.30 | 0.500 | 12.0 | objective (40) | 6 |"
-    )  # noqa: E501
+    )
     assert rows[1].startswith("| 0.5 | 0 | 40 | 0.10 | 0.90 | 0.00 |")
     png = (tmp_path / "sweep_table.png").read_bytes()
     assert png[:4] == b"\x89PNG" and len(png) > 5_000
@@ -70,3 +70,17 @@ def test_sweep_table_no_runs_and_bad_fraction(tmp_path, capsys):
     assert "no finished runs" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         st.main([str(tmp_path), "--last", "0"])
+
+
+def test_sweep_table_means_over_seeds(tmp_path):
+    st = _load()
+    rows = [
+        {"lambda": 0.1, "seed": 0, **dict.fromkeys(st.MEAN_KEYS, 0.2)},
+        {"lambda": 0.1, "seed": 1, **dict.fromkeys(st.MEAN_KEYS, 0.4)},
+        {"lambda": 0.0, "seed": 0, **dict.fromkeys(st.MEAN_KEYS, 1.0), "val_p_high": float("nan")},
+    ]
+    agg = st.by_lambda(rows)
+    assert [a["lambda"] for a in agg] == [0.0, 0.1] and [a["seeds"] for a in agg] == [1, 2]
+    assert agg[1]["val_f1"] == pytest.approx(0.3) and agg[0]["train_high"] == 1.0
+    assert "| 0.1 | 2 | 0.30 |" in st.markdown_by_lambda(agg)
+    assert "| 0 | 1 | 1.00 | 1.00 | – |" in st.markdown_by_lambda(agg)
