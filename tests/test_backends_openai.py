@@ -37,28 +37,35 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 action = script.actions.pop(0) if script.actions else "ok"
                 script.in_flight += 1
                 script.max_in_flight = max(script.max_in_flight, script.in_flight)
+            # The request counts as in flight until its reply is ready, not until the reply is
+            # written: the client may start its next request as soon as the bytes arrive, before
+            # this thread runs again, which made the bound look violated under CPU load.
             try:
-                if action == "stall":
-                    time.sleep(1.0)
-                    return self._send(200, {"late": True})
-                if action == "slow":
-                    time.sleep(0.2)
-                if action.isdigit():
-                    return self._send(int(action), {"error": action}, {"Retry-After": "0"})
-                if action == "nousage":
-                    choice = {"message": {"content": "x"}, "finish_reason": "stop"}
-                    return self._send(200, {"choices": [choice]})
-                prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
-                choice = (
-                    {"message": {"role": "assistant", "content": f"echo {prompt}"}} if "messages" in body
-                    else {"text": f"echo {prompt}"}
-                )
-                choice["finish_reason"] = "stop"
-                usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
-                self._send(200, {"choices": [choice], "usage": usage})
+                reply = self._reply(action, body)
             finally:
                 with script.lock:
                     script.in_flight -= 1
+            self._send(*reply)
+
+        def _reply(self, action: str, body: dict) -> tuple[int, dict, dict | None]:
+            if action == "stall":
+                time.sleep(1.0)
+                return 200, {"late": True}, None
+            if action == "slow":
+                time.sleep(0.2)
+            if action.isdigit():
+                return int(action), {"error": action}, {"Retry-After": "0"}
+            if action == "nousage":
+                choice = {"message": {"content": "x"}, "finish_reason": "stop"}
+                return 200, {"choices": [choice]}, None
+            prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
+            choice = (
+                {"message": {"role": "assistant", "content": f"echo {prompt}"}} if "messages" in body
+                else {"text": f"echo {prompt}"}
+            )
+            choice["finish_reason"] = "stop"
+            usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": 2}
+            return 200, {"choices": [choice], "usage": usage}, None
 
         def _send(self, code: int, obj: dict, headers: dict | None = None) -> None:
             data = json.dumps(obj).encode()

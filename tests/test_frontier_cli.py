@@ -204,7 +204,9 @@ def test_mismatched_router_fails_before_any_evaluation(sweep, tmp_path, monkeypa
     paths = frontier_systems.find_checkpoints(args.routers, args.checkpoint_glob)
     routers, ckpts, _ = frontier_systems.router_systems(paths)
     comps = make_fake_components()
-    comps.encoder.name = "minilm"  # the router was exported with the fake components' encoder
+    # the router was exported with the fake components' encoder; the encoder object may be shared
+    # with other tests, so the rename is undone after this one
+    monkeypatch.setattr(comps.encoder, "name", "minilm")
     with pytest.raises(ValueError, match="encoder"):
         cli_frontier.run_with(args, {}, comps, make_fake_bank(4), routers, ckpts, lambda: make_fake_bank(2))
     assert calls == []
