@@ -176,7 +176,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         """
         return {
             "reward_shaper": self.reward_shaper.state_dict(),
-            "np_random": _jsonable(self.np_random.bit_generator.state),
+            "np_random": jsonable(self.np_random.bit_generator.state),
             "order": [int(i) for i in self._order],
             "cursor": self._cursor,
             "episodes_done": self.episodes_done,
@@ -237,10 +237,10 @@ def terminal_info(record: EpisodeRecord, terms: dict[str, float], raw_cost: floa
     }
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     """Make a numpy bit-generator state (which holds numpy ints) plain JSON values."""
     if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
+        return {k: jsonable(v) for k, v in obj.items()}
     if isinstance(obj, np.integer):
         return int(obj)
     return obj

@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from envs.components import make_components
 from envs.reward import RewardShaper
-from envs.router_env import MemoryRouterEnv
+from envs.router_env import MemoryRouterEnv, jsonable
 
 
 class TrainingStateWrapper(gym.Wrapper):
@@ -32,7 +32,7 @@ class TrainingStateWrapper(gym.Wrapper):
         env = self.env.unwrapped
         return {
             "reward_shaper": env.reward_shaper.state_dict(),
-            "np_random": _jsonable(env.np_random.bit_generator.state),
+            "np_random": jsonable(env.np_random.bit_generator.state),
         }
 
     def load_training_state(self, state: Mapping[str, Any]) -> None:
@@ -42,14 +42,6 @@ class TrainingStateWrapper(gym.Wrapper):
         rng = np.random.Generator(np.random.PCG64())
         rng.bit_generator.state = state["np_random"]
         env.np_random = rng
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
 
 
 def reward_shaper_from(cfg: Mapping[str, Any]) -> RewardShaper:
