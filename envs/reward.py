@@ -55,6 +55,13 @@ __all__ = ["ALPHA_MODES", "CostAlignment", "CostNormalizer", "RewardShaper", "pe
 ALPHA_MODES = ("frozen", "window", "fixed")
 
 
+def _finite_task(r_task: float) -> float:
+    rt = float(r_task)
+    if not np.isfinite(rt):
+        raise ValueError(f"r_task must be finite, got {r_task!r}")
+    return rt
+
+
 class CostAlignment:
     """The scale α that aligns the spread of the cost term with the task term.
 
@@ -247,9 +254,7 @@ class RewardShaper:
         Raises:
             ValueError: On a non-finite task score or an invalid cost.
         """
-        rt = float(r_task)
-        if not np.isfinite(rt):
-            raise ValueError(f"r_task must be finite, got {r_task!r}")
+        rt = _finite_task(r_task)
         c_hat, bounds = self.normalizer.normalise(raw_cost)
         r_cost = 1.0 - c_hat
         alpha = self.alignment.update(rt, r_cost)
@@ -277,17 +282,14 @@ class RewardShaper:
         Raises:
             ValueError: On a non-finite task score or an invalid cost.
         """
-        rt, c = float(r_task), float(raw_cost)
-        if not np.isfinite(rt):
-            raise ValueError(f"r_task must be finite, got {r_task!r}")
-        if not np.isfinite(c) or c < 0.0:
+        rt, c = _finite_task(r_task), float(raw_cost)
+        if not np.isfinite(c) or c < 0.0:  # checked here too: an empty window skips the normaliser
             raise ValueError(f"raw cost must be finite and >= 0, got {raw_cost!r}")
         if len(self.normalizer) == 0 or self.cost_lambda == 0.0:
             return rt
         c_hat, _ = self.normalizer.normalise(c, update=False)
-        a = self.alignment
-        alpha = a.frozen_alpha if a.frozen_alpha is not None else a.alpha
-        return rt + self.cost_lambda * alpha * (1.0 - c_hat)
+        # CostAlignment.alpha is the α of the latest update (the frozen value once frozen).
+        return rt + self.cost_lambda * self.alignment.alpha * (1.0 - c_hat)
 
     def state_dict(self) -> dict[str, Any]:
         """Serializable state (normaliser window and α history)."""

@@ -148,7 +148,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         if not ep.done:
             return ep.observation(), 0.0, False, False, info
         record = ep.finish(run_judge=self.task_metric == "judge")
-        raw_cost = record.module_cost + (record.answer_cost if self.include_answer_cost else 0.0)
+        raw_cost = episode_cost(record, self.include_answer_cost)
         reward, terms = self.reward_shaper.shape(record.task_score(self.task_metric), raw_cost)
         record = _with_reward(record, reward)
         self.episodes_done += 1
@@ -235,6 +235,11 @@ def terminal_info(record: EpisodeRecord, terms: dict[str, float], raw_cost: floa
         "reward_terms": dict(terms),
         "record": record,
     }
+
+
+def episode_cost(record: EpisodeRecord, include_answer_cost: bool) -> float:
+    """The raw cost the reward sees: module cost, plus answer generation if configured."""
+    return record.module_cost + (record.answer_cost if include_answer_cost else 0.0)
 
 
 def jsonable(obj: Any) -> Any:

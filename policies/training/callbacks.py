@@ -26,6 +26,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from common.atomic import atomic_write_json, atomic_write_text
+from envs.router_env import episode_cost
 from modules.tier import Tier
 from policies.export import export_router
 from policies.training.summary import (
@@ -48,13 +49,15 @@ def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callabl
     """
 
     def decide(obs: np.ndarray, module: str) -> Tier:
-        if probs_out is not None:
-            obs_t, _ = model.policy.obs_to_tensor(obs)
-            with torch.no_grad():
-                probs = model.policy.get_distribution(obs_t).distribution.probs
-            probs_out.append(probs.reshape(-1).cpu().numpy().astype(np.float64))
-        action, _ = model.predict(obs, deterministic=True)
-        return Tier(int(action))
+        if probs_out is None:
+            action, _ = model.predict(obs, deterministic=True)
+            return Tier(int(action))
+        # One forward pass: PPO's deterministic action is the argmax of these probabilities.
+        obs_t, _ = model.policy.obs_to_tensor(obs)
+        with torch.no_grad():
+            probs = model.policy.get_distribution(obs_t).distribution.probs.reshape(-1)
+        probs_out.append(probs.cpu().numpy().astype(np.float64))
+        return Tier(int(torch.argmax(probs)))
 
     return decide
 
@@ -254,12 +257,7 @@ class ValidationCallback(BaseCallback):
         with_answer = bool(env.get_attr("include_answer_cost", indices=[0])[0])
         return float(
             np.mean(
-                [
-                    shaper.evaluate(
-                        r.task_score(task_metric), r.module_cost + (r.answer_cost if with_answer else 0.0)
-                    )
-                    for r in records
-                ]
+                [shaper.evaluate(r.task_score(task_metric), episode_cost(r, with_answer)) for r in records]
             )
         )
 
