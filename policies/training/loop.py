@@ -28,6 +28,7 @@ from stable_baselines3.common.callbacks import CallbackList
 
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
+from policies.crn_policy import CRNActorCriticPolicy
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
 from policies.training.checkpoint import (
@@ -163,17 +164,24 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             print(f"resuming from {ckpt} at step {model.num_timesteps}")
         else:
             policy = ps.policy
+            policy_kwargs = router_policy_kwargs(
+                components.obs_builder.spec,
+                hidden=policy.hidden,
+                latent=policy.latent,
+                pi_layers=policy.pi_layers,
+                vf_layers=policy.vf_layers,
+                activation=policy.activation,
+            )
+            # Common random numbers: runs of one seed draw their rollout actions from one uniform
+            # stream, so a λ sweep's trials stay coupled (shared cache hits, paired comparisons).
+            policy_class: Any = "MlpPolicy"
+            if ps.common_random_numbers:
+                policy_class = CRNActorCriticPolicy
+                policy_kwargs["crn_seed"] = seed
             model = PPO(
-                "MlpPolicy",
+                policy_class,
                 vec_env,
-                policy_kwargs=router_policy_kwargs(
-                    components.obs_builder.spec,
-                    hidden=policy.hidden,
-                    latent=policy.latent,
-                    pi_layers=policy.pi_layers,
-                    vf_layers=policy.vf_layers,
-                    activation=policy.activation,
-                ),
+                policy_kwargs=policy_kwargs,
                 seed=seed,
                 device=ts.device,
                 verbose=0,

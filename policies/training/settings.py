@@ -119,6 +119,7 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
+    common_random_numbers: bool = True
     policy: PolicySettings = field(default_factory=PolicySettings)
 
     def __post_init__(self) -> None:
@@ -136,8 +137,9 @@ class PPOSettings:
 
     def ppo_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``PPO(...)`` (everything but the network)."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "policy"}
-        return out
+        # Not PPO arguments: the network and the choice of policy class (policies.crn_policy).
+        own = {"policy", "common_random_numbers"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in own}
 
 
 @dataclass(frozen=True)
