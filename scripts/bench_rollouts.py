@@ -18,14 +18,16 @@ the same records (answers, scores, costs) as N = 1, prints a table and writes it
 With llama.cpp they may differ: its CPU kernels give slightly different logits for different
 batch shapes and prompt-cache reuse, which can flip near-tied greedy tokens of a small model
 (the same happens between two *sequential* runs in a different order); the fake backend and a
-warm cache give identical records. Timings on a shared machine are noisy: the table reports
-single runs side by side.
+warm cache give identical records. Timings on a shared machine are noisy: ``--repeats R`` runs
+every N R times, interleaved (repeat 1 of every N, then repeat 2, ...), each cold pass on a
+fresh cache, and the table reports the median wall time with its range.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -61,6 +63,43 @@ def _records_key(records: list[Any]) -> list[tuple[Any, ...]]:
     return [(r.question_id, r.prediction, r.f1, r.tiers, round(r.total_cost, 6)) for r in records]
 
 
+def summarise(rows: list[dict[str, Any]], ns: list[int]) -> list[dict[str, Any]]:
+    """Median wall time per (N, cache phase) over repeats, and its speed-up over the first N.
+
+    Args:
+        rows: One row per (repeat, N, phase) as produced by :func:`main`.
+        ns: The N values in the order run; the first is the speed-up baseline.
+
+    Returns:
+        One row per (N, phase): ``runs``, median ``wall_s`` with ``wall_min_s``/``wall_max_s``,
+        ``episodes_per_s`` (episodes / median wall), ``speedup`` and the other columns' medians.
+    """
+    out: list[dict[str, Any]] = []
+    for n in ns:
+        for phase in ("cold", "warm"):
+            group = [r for r in rows if r["n"] == n and r["cache"] == phase]
+            if not group:
+                continue
+            walls = [r["wall_s"] for r in group]
+            wall = statistics.median(walls)
+            out.append({
+                "n": n,
+                "cache": phase,
+                "runs": len(group),
+                "wall_s": wall,
+                "wall_min_s": min(walls),
+                "wall_max_s": max(walls),
+                "episodes_per_s": group[0]["episodes"] / wall,
+                "mean_batch": statistics.median(r["mean_batch"] for r in group),
+                "mean_f1": statistics.median(r["mean_f1"] for r in group),
+                "same_records_as_n1": all(r["same_records_as_n1"] for r in group),
+            })
+    base = {r["cache"]: r["wall_s"] for r in out if r["n"] == ns[0]}
+    for r in out:
+        r["speedup"] = base[r["cache"]] / r["wall_s"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=("llamacpp", "fake"), default="llamacpp")
@@ -73,8 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", default="all-high", help="baseline name (all-high: 6 LLM calls/episode)")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp CPU threads")
     parser.add_argument("--bank-cache", default=".cache/question_bank")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per N (interleaved); medians reported")
     parser.add_argument("--out", default="runs/bench/rollouts.json")
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats must be >= 1, got {args.repeats}")
 
     from envs.batched_rollout import evaluate_policy_batched
     from envs.components import make_components, question_bank_from
@@ -89,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     items = None
     from modules.local_tier import LRU
 
-    for n in args.n:
-        cache_path = tmp / f"calls-n{n}.sqlite"  # fresh per N: every N starts cold
+    runs = [(rep, n) for rep in range(args.repeats) for n in args.n]
+    for rep, n in runs:
+        cache_path = tmp / f"calls-n{n}-r{rep}.sqlite"  # fresh per run: every cold pass starts cold
         LRU.clear()  # the non-LLM tiers' in-process memo too, or later Ns would start half warm
         comps = make_components(_config(args, n, cache_path))
         try:
@@ -116,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                     reference = key
                 row = {
                     "n": n,
+                    "repeat": rep,
                     "cache": phase,
                     "episodes": len(records),
                     "wall_s": wall,
@@ -130,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 rows.append(row)
                 print(
-                    f"N={n:>2} {phase:4}: {row['episodes_per_s']:.3f} episodes/s  "
+                    f"N={n:>2} {phase:4} (repeat {rep}): {row['episodes_per_s']:.3f} episodes/s  "
                     f"({wall:.1f} s, cache misses {row['computed']} / hits {row['cache_hits']}, "
                     f"mean batch {row['mean_batch']:.1f}, same records: {row['same_records_as_n1']})",
                     flush=True,
@@ -138,20 +182,23 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             comps.close()
 
-    base = {r["cache"]: r["episodes_per_s"] for r in rows if r["n"] == args.n[0]}
-    print(f"\n| N | cache | episodes/s | speed-up vs N={args.n[0]} | mean batch | mean F1 | same records |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
+    summary = summarise(rows, args.n)
+    print(
+        f"\n| N | cache | runs | episodes/s (median) | wall s median [min, max] | speed-up vs N={args.n[0]} "
+        "| mean batch | mean F1 | same records |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in summary:
         print(
-            f"| {r['n']} | {r['cache']} | {r['episodes_per_s']:.3f} | "
-            f"{r['episodes_per_s'] / base[r['cache']]:.2f}x | {r['mean_batch']:.1f} | {r['mean_f1']:.4f} | "
-            f"{r['same_records_as_n1']} |"
+            f"| {r['n']} | {r['cache']} | {r['runs']} | {r['episodes_per_s']:.3f} | {r['wall_s']:.1f} "
+            f"[{r['wall_min_s']:.1f}, {r['wall_max_s']:.1f}] | {r['speedup']:.2f}x | {r['mean_batch']:.1f} "
+            f"| {r['mean_f1']:.4f} | {r['same_records_as_n1']} |"
         )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     from common.atomic import atomic_write_json
 
-    atomic_write_json(out, {"args": vars(args), "rows": rows})
+    atomic_write_json(out, {"args": vars(args), "rows": rows, "summary": summary})
     print(f"\nwritten {out}")
     return 0
 

@@ -44,11 +44,22 @@ def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     rc = _load("bench_rollouts").main([
         "--backend", "fake", "--encoder", "hashing", "--n", "1", "4", "--questions", "4",
-        "--max-samples", "1", "--bank-cache", str(tmp_path / "banks"), "--out", str(out),
+        "--max-samples", "1", "--bank-cache", str(tmp_path / "banks"), "--out", str(out), "--repeats", "2",
     ])
-    rows = json.loads(out.read_text())["rows"]
+    result = json.loads(out.read_text())
+    rows = result["rows"]
     assert rc == 0
-    assert [(r["n"], r["cache"]) for r in rows] == [(1, "cold"), (1, "warm"), (4, "cold"), (4, "warm")]
+    # Interleaved repeats, each cold pass on a fresh cache.
+    assert [(r["repeat"], r["n"], r["cache"]) for r in rows] == [
+        (rep, n, phase) for rep in (0, 1) for n in (1, 4) for phase in ("cold", "warm")
+    ]
     assert all(r["same_records_as_n1"] for r in rows)
     assert rows[2]["mean_batch"] > 1 and rows[2]["computed"] == rows[0]["computed"] > 0
     assert rows[1]["computed"] == rows[3]["computed"] == 0
+    assert rows[4]["computed"] == rows[0]["computed"]  # repeat 1 started cold again
+    summary = {(r["n"], r["cache"]): r for r in result["summary"]}
+    assert set(summary) == {(1, "cold"), (1, "warm"), (4, "cold"), (4, "warm")}
+    cold4 = summary[(4, "cold")]
+    walls = sorted(r["wall_s"] for r in rows if (r["n"], r["cache"]) == (4, "cold"))
+    assert cold4["runs"] == 2 and cold4["wall_s"] == pytest.approx(sum(walls) / 2)
+    assert cold4["wall_min_s"] == walls[0] and summary[(1, "cold")]["speedup"] == 1.0
