@@ -187,6 +187,7 @@ class CachedLLM:
         todo: dict[str, GenerationRequest] = {}
         unique = list(dict.fromkeys(keys))
         by_key = dict(zip(keys, requests, strict=True))
+        tags_by_key = {key: tags for key, (_, tags) in zip(keys, items, strict=True)}
         for key, stored in zip(unique, self.cache.get_many(unique), strict=True):
             if stored is not None:
                 fields = {f: stored[f] for f in _STORED_FIELDS if f in stored}
@@ -205,7 +206,10 @@ class CachedLLM:
                 results[key] = result
                 if result.ok:
                     stored = asdict(result)
-                    good.append((key, {f: stored[f] for f in _STORED_FIELDS}))
+                    # The tags ride along (not read back, not part of the result) so that a cache
+                    # can be broken down by module afterwards, e.g. a sweep's calls per trial.
+                    value = {f: stored[f] for f in _STORED_FIELDS} | {"tags": dict(tags_by_key[key])}
+                    good.append((key, value))
             self.cache.put_many(good)
         # A duplicate of a freshly computed request inside the same batch is, for metering,
         # a cache hit: it would have been one with a sequential loop.

@@ -52,6 +52,18 @@ def llm_entries(cache: Path) -> int:
     return int(n)
 
 
+def llm_entries_by_module(cache: Path) -> dict[str, int]:
+    """Distinct LLM call results per ``module`` tag (``answer``, ``filter``, ...; ``?`` if untagged)."""
+    if not cache.exists():
+        return {}
+    with sqlite3.connect(cache) as conn:
+        rows = conn.execute(
+            "SELECT COALESCE(json_extract(value, '$.tags.module'), '?'), COUNT(*) FROM calls "
+            "WHERE json_extract(value, '$.tokens_in') IS NOT NULL GROUP BY 1"
+        ).fetchall()
+    return {str(m): int(n) for m, n in sorted(rows)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="fake", help="backend config group (fake, llamacpp)")
@@ -106,19 +118,24 @@ def main(argv: list[str] | None = None) -> int:
                   max_concurrent=args.max_concurrent)
     else:
         for i, lam in enumerate(lambdas):
-            before = llm_entries(sweep_cache)
+            before, before_mod = llm_entries(sweep_cache), llm_entries_by_module(sweep_cache)
             t_trial = time.perf_counter()
             result = run_trial(sweep_over, lam, args.seed, tmp / "sweep")
             added = llm_entries(sweep_cache) - before
+            after_mod = llm_entries_by_module(sweep_cache)
+            by_module = {m: n - before_mod.get(m, 0) for m, n in after_mod.items()}
+            by_module = {m: n for m, n in by_module.items() if n > 0}
             trial_s = time.perf_counter() - t_trial
             if i == 0 and args.single_from_first:
                 single, single_s = added, trial_s
                 print(f"single run = first trial (λ={lam}, fresh cache)", flush=True)
             val = result.get("validation") or {}
-            per_trial.append({"lambda": lam, "new_llm_calls": added, "seconds": trial_s,
+            per_trial.append({"lambda": lam, "new_llm_calls": added, "new_by_module": by_module,
+                              "seconds": trial_s,
                               "high_share": val.get("high_share"), "val_f1": val.get("f1"),
                               "val_module_cost": val.get("module_cost"), "router": result.get("router")})
-            print(f"  trial λ={lam}: {added} new LLM calls, {trial_s:.0f} s, "
+            parts = ", ".join(f"{m} {n}" for m, n in by_module.items())
+            print(f"  trial λ={lam}: {added} new LLM calls ({parts}), {trial_s:.0f} s, "
                   f"HIGH share {val.get('high_share')}, val F1 {val.get('f1')}", flush=True)
     sweep_s = time.perf_counter() - t
     sweep = llm_entries(sweep_cache)
@@ -131,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     atomic_write_json(out, {
         "args": vars(args), "single_llm_calls": single, "sweep_llm_calls": sweep, "ratio": ratio,
-        "per_trial": per_trial, "single_s": single_s, "sweep_s": sweep_s,
+        "per_trial": per_trial, "sweep_by_module": llm_entries_by_module(sweep_cache),
+        "single_s": single_s, "sweep_s": sweep_s,
     })
     print(f"written {out}")
     return 0

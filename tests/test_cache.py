@@ -37,6 +37,9 @@ def test_cached_llm_replays_original_tokens_and_latency(tmp_path: Path) -> None:
     (third,) = CachedLLM(be2, CallCache(tmp_path / "c.sqlite")).generate([req("a b c")], tags=TAGS)
     assert be2.calls == 0 and third.cached and third.text == first.text
     assert llm.model_id == "fake-llm" and llm.n_ctx == be.n_ctx and llm.count_tokens("x y") == 2
+    # The stored value carries the call's tags (for per-module breakdowns), not read back.
+    stored = llm.cache.get(call_key(TAGS, llm.model_id, req("a b c")))
+    assert stored is not None and stored["tags"] == TAGS
 
 
 def test_key_depends_on_tags_model_request_and_version() -> None:

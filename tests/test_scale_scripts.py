@@ -63,3 +63,29 @@ def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
     walls = sorted(r["wall_s"] for r in rows if (r["n"], r["cache"]) == (4, "cold"))
     assert cold4["runs"] == 2 and cold4["wall_s"] == pytest.approx(sum(walls) / 2)
     assert cold4["wall_min_s"] == walls[0] and summary[(1, "cold")]["speedup"] == 1.0
+
+
+@pytest.mark.slow
+def test_bench_sweep_calls_counts_new_calls_per_trial_and_module(tmp_path: Path) -> None:
+    from common.datadir import DataFileError, data_file
+
+    try:
+        data_file("locomo10.json")
+    except DataFileError:
+        pytest.skip("LoCoMo data directory absent (locomo10.json)")
+    out = tmp_path / "s.json"
+    rc = _load("bench_sweep_calls").main([
+        "--lambdas", "0,0.9", "--single-from-first", "--runs-dir", str(tmp_path / "runs"), "--out", str(out),
+        "--", "train.total_timesteps=20", "train.eval_freq=1000",
+    ])
+    result = json.loads(out.read_text())
+    assert rc == 0
+    first, second = result["per_trial"]
+    assert result["single_llm_calls"] == first["new_llm_calls"] > 0
+    assert result["sweep_llm_calls"] == first["new_llm_calls"] + second["new_llm_calls"]
+    assert result["ratio"] == pytest.approx(result["sweep_llm_calls"] / result["single_llm_calls"])
+    # Every computed call is attributed to a module tag; every episode ends with an answer call.
+    for trial in (first, second):
+        assert sum(trial["new_by_module"].values()) == trial["new_llm_calls"]
+    assert first["new_by_module"]["answer"] > 0
+    assert sum(result["sweep_by_module"].values()) == result["sweep_llm_calls"]
