@@ -119,7 +119,7 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
-    common_random_numbers: bool = True
+    common_random_numbers: bool = False
     policy: PolicySettings = field(default_factory=PolicySettings)
 
     def __post_init__(self) -> None:
