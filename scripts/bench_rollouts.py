@@ -43,7 +43,7 @@ def _config(args: argparse.Namespace, n: int, cache: Path) -> dict[str, Any]:
     from policies.training.config import load_config
 
     backend = ["backend=fake"] if args.backend == "fake" else [
-        "backend=llamacpp", f"+backend.n_parallel={n}", f"backend.n_threads={args.threads}",
+        "backend=llamacpp", f"backend.n_parallel={n}", f"backend.n_threads={args.threads}",
     ]
     return load_config(
         [

@@ -89,3 +89,15 @@ def test_bench_sweep_calls_counts_new_calls_per_trial_and_module(tmp_path: Path)
         assert sum(trial["new_by_module"].values()) == trial["new_llm_calls"]
     assert first["new_by_module"]["answer"] > 0
     assert sum(result["sweep_by_module"].values()) == result["sweep_llm_calls"]
+
+
+def test_bench_rollouts_llamacpp_config_composes(tmp_path: Path) -> None:
+    """The llama.cpp config of every N composes (no model is loaded): slots = N, threads from the CLI."""
+    import argparse
+
+    module = _load("bench_rollouts")
+    args = argparse.Namespace(backend="llamacpp", benchmark="locomo", encoder="minilm", k=3, max_samples=2,
+                              threads=2, bank_cache=str(tmp_path / "banks"))
+    cfg = module._config(args, 8, tmp_path / "c.sqlite")
+    assert cfg["backend"]["name"] == "llamacpp"
+    assert cfg["backend"]["n_parallel"] == 8 and cfg["backend"]["n_threads"] == 2
