@@ -41,17 +41,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 LAMBDAS = "0,0.05,0.1,0.3,0.5,0.7,0.9"
 
 
-def llm_entries(cache: Path) -> int:
-    """Distinct LLM call results in a SQLite call cache (non-LLM tier results are excluded)."""
-    if not cache.exists():
-        return 0
-    with sqlite3.connect(cache) as conn:
-        (n,) = conn.execute(
-            "SELECT COUNT(*) FROM calls WHERE json_extract(value, '$.tokens_in') IS NOT NULL"
-        ).fetchone()
-    return int(n)
-
-
 def llm_entries_by_module(cache: Path) -> dict[str, int]:
     """Distinct LLM call results per ``module`` tag (``answer``, ``filter``, ...; ``?`` if untagged)."""
     if not cache.exists():
@@ -62,6 +51,11 @@ def llm_entries_by_module(cache: Path) -> dict[str, int]:
             "WHERE json_extract(value, '$.tokens_in') IS NOT NULL GROUP BY 1"
         ).fetchall()
     return {str(m): int(n) for m, n in sorted(rows)}
+
+
+def llm_entries(cache: Path) -> int:
+    """Distinct LLM call results in a SQLite call cache (non-LLM tier results are excluded)."""
+    return sum(llm_entries_by_module(cache).values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,13 +112,12 @@ def main(argv: list[str] | None = None) -> int:
                   max_concurrent=args.max_concurrent)
     else:
         for i, lam in enumerate(lambdas):
-            before, before_mod = llm_entries(sweep_cache), llm_entries_by_module(sweep_cache)
+            before = llm_entries_by_module(sweep_cache)
             t_trial = time.perf_counter()
             result = run_trial(sweep_over, lam, args.seed, tmp / "sweep")
-            added = llm_entries(sweep_cache) - before
-            after_mod = llm_entries_by_module(sweep_cache)
-            by_module = {m: n - before_mod.get(m, 0) for m, n in after_mod.items()}
-            by_module = {m: n for m, n in by_module.items() if n > 0}
+            after = llm_entries_by_module(sweep_cache)
+            by_module = {m: n - before.get(m, 0) for m, n in after.items() if n > before.get(m, 0)}
+            added = sum(by_module.values())
             trial_s = time.perf_counter() - t_trial
             if i == 0 and args.single_from_first:
                 single, single_s = added, trial_s

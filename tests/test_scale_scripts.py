@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import needs_locomo
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,13 +36,8 @@ def test_check_vllm_gpu_imports_without_vllm_and_explains_itself() -> None:
 
 
 @pytest.mark.slow
+@needs_locomo
 def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
-    from common.datadir import DataFileError, data_file
-
-    try:
-        data_file("locomo10.json")
-    except DataFileError:
-        pytest.skip("LoCoMo data directory absent (locomo10.json)")
     out = tmp_path / "r.json"
     rc = _load("bench_rollouts").main([
         "--backend", "fake", "--encoder", "hashing", "--n", "1", "4", "--questions", "4",
@@ -66,13 +63,8 @@ def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@needs_locomo
 def test_bench_sweep_calls_counts_new_calls_per_trial_and_module(tmp_path: Path) -> None:
-    from common.datadir import DataFileError, data_file
-
-    try:
-        data_file("locomo10.json")
-    except DataFileError:
-        pytest.skip("LoCoMo data directory absent (locomo10.json)")
     out = tmp_path / "s.json"
     rc = _load("bench_sweep_calls").main([
         "--lambdas", "0,0.9", "--single-from-first", "--runs-dir", str(tmp_path / "runs"), "--out", str(out),

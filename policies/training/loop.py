@@ -172,8 +172,8 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
                 vf_layers=policy.vf_layers,
                 activation=policy.activation,
             )
-            # Common random numbers: runs of one seed draw their rollout actions from one uniform
-            # stream, so a λ sweep's trials stay coupled (shared cache hits, paired comparisons).
+            # Common random numbers (opt-in): runs of one seed draw their rollout actions from one
+            # uniform stream; see policies/crn_policy.py for what it did and did not save.
             policy_class: Any = "MlpPolicy"
             if ps.common_random_numbers:
                 policy_class = CRNActorCriticPolicy
