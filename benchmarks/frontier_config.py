@@ -54,15 +54,9 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 
 def compose_default_config() -> dict[str, Any]:
     """The project's Hydra config (``configs/config.yaml``), resolved, without the hydra section."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
+    from policies.training.config import load_config
 
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose(config_name="config")
-    data = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(data, dict)
-    data.pop("hydra", None)
-    return data
+    return load_config()
 
 
 def resolve_config(args: argparse.Namespace, router_configs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Routers: ``--routers`` takes checkpoint directories or zips (``policies.router`` format), globs,
 or directories searched recursively for checkpoints (``--checkpoint-glob`` filters the
 checkpoint directory names, e.g. ``best``). Checkpoints with the same λ form one system, one
-run per seed. Each router is evaluated with the λ it was trained with in its observation.
+run per seed. Each router is evaluated with the λ it was trained with in its observation; a
+λ-conditioned router (``cost.lambdas``) is evaluated once at each of its λ values.
 
 Baselines: fixed tuples (``all-low``, ``all-mid``, ``all-high``, ``fixed:L,M,H,M,L``), the
 random baseline (one run per ``--random-seeds`` seed) and ``best-fixed`` (chosen on the
@@ -85,43 +86,57 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
         meta = dict(router.metadata)
         # train.py records the resolved config in the export's provenance.
         cfg = dict(meta.get("config") or (meta.get("provenance") or {}).get("config") or {})
-        lam = meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
         seed = meta.get("seed", cfg.get("seed"))
-        name = f"router λ={float(lam):g}" if lam is not None else f"router {path.name}"
-        key = (name, seed)
-        if key in seen:
-            raise ValueError(
-                f"checkpoints {seen[key]} and {path} both have {name} and seed {seed}; "
-                "pick one per run with --checkpoint-glob (e.g. 'best')"
-            )
-        seen[key] = path
         sha = _checkpoint_sha(path)
-        run = RunSpec(
-            # λ is an observation feature: the same weights at another λ route differently.
-            run_id=f"router-{sha[:16]}" + (f"-lam{float(lam):g}" if lam is not None else ""),
-            decide_for=lambda _item, r=router: r.decide,
-            cost_lambda=float(lam) if lam is not None else None,
-            seed=int(seed) if isinstance(seed, int) else None,
-            check=router.check_components,
-        )
-        spec = groups.setdefault(
-            name, SystemSpec(name, "router", [], {"cost_lambda": lam, "checkpoints": []})
-        )
-        spec.runs.append(run)
-        spec.params["checkpoints"].append(str(path))
-        ckpts.append(
-            {
-                "path": str(path),
-                "sha256": sha,
-                "weights_sha256": meta.get("weights_sha256"),
-                "cost_lambda": lam,
-                "seed": seed,
-                "system": name,
-                "run_id": run.run_id,
-            }
-        )
+        for name, lam in _router_points(router, meta, cfg, path):
+            key = (name, seed)
+            if key in seen:
+                raise ValueError(
+                    f"checkpoints {seen[key]} and {path} both have {name} and seed {seed}; "
+                    "pick one per run with --checkpoint-glob (e.g. 'best')"
+                )
+            seen[key] = path
+            run = RunSpec(
+                # λ is an observation feature: the same weights at another λ route differently.
+                run_id=f"router-{sha[:16]}" + (f"-lam{float(lam):g}" if lam is not None else ""),
+                decide_for=lambda _item, r=router: r.decide,
+                cost_lambda=float(lam) if lam is not None else None,
+                seed=int(seed) if isinstance(seed, int) else None,
+                check=router.check_components,
+            )
+            spec = groups.setdefault(
+                name, SystemSpec(name, "router", [], {"cost_lambda": lam, "checkpoints": []})
+            )
+            spec.runs.append(run)
+            spec.params["checkpoints"].append(str(path))
+            ckpts.append(
+                {
+                    "path": str(path),
+                    "sha256": sha,
+                    "weights_sha256": meta.get("weights_sha256"),
+                    "cost_lambda": lam,
+                    "seed": seed,
+                    "system": name,
+                    "run_id": run.run_id,
+                }
+            )
         configs.append(cfg)
     return list(groups.values()), ckpts, configs
+
+
+def _router_points(
+    router: Any, meta: dict[str, Any], cfg: dict[str, Any], path: Path
+) -> list[tuple[str, Any]]:
+    """``(system name, λ)`` for each point a checkpoint contributes to the frontier.
+
+    A router trained at one λ is one point. A λ-conditioned router is one point per λ it was
+    trained on, named apart (``λ-cond router λ=…``) so it never merges with separately trained
+    routers of the same λ.
+    """
+    if router.cost_lambdas:
+        return [(f"λ-cond router λ={lam:g}", lam) for lam in router.cost_lambdas]
+    lam = meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
+    return [(f"router λ={float(lam):g}" if lam is not None else f"router {path.name}", lam)]
 
 
 def _split_baselines(spec: str) -> list[str]:

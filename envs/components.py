@@ -38,6 +38,8 @@ top-level sections such as ``ppo`` are ignored here)::
     cost:
       unit: gflops              # gflops | usd (modules.pricing.CostModel)
       lambda: 0.0               # λ, the cost weight of the reward
+      lambdas: null             # [λ1, λ2, ...]: train ONE λ-conditioned router over these values
+                                # (each episode draws one; `lambda` is then only the default λ)
       window: 2000              # cost normaliser window
       include_answer_cost: false
       alpha: {mode: frozen, warmup: 256, window: 2000}   # see envs.reward
@@ -53,7 +55,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,7 +68,7 @@ BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa")
 
 #: Keys allowed in the strictly checked sections.
 _SECTION_KEYS: dict[str, set[str]] = {
-    "cost": {"unit", "lambda", "window", "low_pct", "high_pct", "include_answer_cost", "alpha"},
+    "cost": {"unit", "lambda", "lambdas", "window", "low_pct", "high_pct", "include_answer_cost", "alpha"},
     "reward": {"task_metric"},
     "question_bank": {"k", "limit", "max_samples", "seed", "cache_dir", "split"},
     "judge": {"enabled", "backend"},
@@ -104,6 +107,8 @@ class EnvComponents:
         obs_builder: Builds observations.
         benchmark: Benchmark name.
         cost_lambda: λ (also an observation feature).
+        cost_lambdas: The λ values of a λ-conditioned run (each training episode draws one and
+            validation scores every one), or ``()`` for a run at the single ``cost_lambda``.
         include_answer_cost: Whether the reward's cost includes the answer generation.
         task_metric: Reward's task metric.
         scorer: ``(question, prediction, benchmark) -> {"f1", "em"}``; None = benchmarks.metrics.score_answer.
@@ -120,6 +125,7 @@ class EnvComponents:
     obs_builder: ObservationBuilder
     benchmark: str
     cost_lambda: float = 0.0
+    cost_lambdas: tuple[float, ...] = ()
     include_answer_cost: bool = False
     task_metric: str = "f1"
     scorer: Callable[[Any, str, str], dict[str, float]] | None = None
@@ -270,9 +276,8 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         cost_model = CostModel(unit=unit)
     except ValueError as exc:
         raise ConfigError(f"config cost.unit: {exc}") from exc
-    lam = float(cost_cfg.get("lambda", 0.0))
-    if lam < 0:
-        raise ConfigError(f"config cost.lambda must be >= 0, got {lam}")
+    lam = _cost_lambda(cost_cfg.get("lambda", 0.0), "cost.lambda")
+    lambdas = parse_cost_lambdas(cost_cfg.get("lambdas"))
 
     try:
         encoder = get_encoder(encoder_name(cfg))
@@ -330,11 +335,47 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         obs_builder=ObservationBuilder(spec, encoder),
         benchmark=bench,
         cost_lambda=lam,
+        cost_lambdas=lambdas,
         include_answer_cost=bool(cost_cfg.get("include_answer_cost", False)),
         task_metric=task_metric,
         llms=llms_all,
         config=copy.deepcopy(dict(cfg)),
     )
+
+
+def _cost_lambda(value: Any, name: str) -> float:
+    try:
+        lam = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"config {name} must be a number >= 0, got {value!r}") from None
+    if not math.isfinite(lam) or lam < 0:
+        raise ConfigError(f"config {name} must be finite and >= 0, got {value!r}")
+    return lam
+
+
+def parse_cost_lambdas(value: Any) -> tuple[float, ...]:
+    """Check ``cost.lambdas`` (the λ values of a λ-conditioned run) and return them sorted.
+
+    ``None`` or an empty list means an ordinary single-λ run and gives ``()``.
+
+    Raises:
+        ConfigError: If the value is not a list of distinct finite numbers >= 0, or holds one value
+            only (that is an ordinary run: set ``cost.lambda`` instead).
+    """
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ConfigError(f"config cost.lambdas must be a list of numbers, e.g. [0, 0.1, 0.5], got {value!r}")
+    lams = [_cost_lambda(v, f"cost.lambdas[{i}]") for i, v in enumerate(value)]
+    if not lams:
+        return ()
+    if len(set(lams)) != len(lams):
+        raise ConfigError(f"config cost.lambdas has repeated values: {list(value)}")
+    if len(lams) == 1:
+        raise ConfigError(
+            f"config cost.lambdas={list(value)} has one value; a single-λ run sets cost.lambda={lams[0]:g}"
+        )
+    return tuple(sorted(lams))
 
 
 def memory_config_from(cfg: Mapping[str, Any]) -> Any:

@@ -59,6 +59,7 @@ class EpisodeRecord:
         sample_id: The history the question belongs to.
         benchmark: Benchmark name.
         reward: The shaped reward, when the record comes from the training env (else None).
+        cost_lambda: The λ the router saw in its observation for this question.
     """
 
     question_id: str
@@ -81,6 +82,7 @@ class EpisodeRecord:
     sample_id: str = ""
     benchmark: str = ""
     reward: float | None = field(default=None, compare=False)
+    cost_lambda: float = 0.0
 
     @property
     def cache_hit_rate(self) -> float:
@@ -127,6 +129,7 @@ class EpisodeRecord:
             "calls": self.calls,
             "cache_hit_rate": self.cache_hit_rate,
             "reward": self.reward,
+            "cost_lambda": self.cost_lambda,
         }
 
 
@@ -142,11 +145,16 @@ class Episode:
     Args:
         item: The question and its retrieved evidence.
         components: Encoder, pipeline, answerer, judge, observation builder, ...
+        cost_lambda: The λ shown to the router in every observation; None uses
+            ``components.cost_lambda`` (a λ-conditioned run draws one per episode).
     """
 
-    def __init__(self, item: QuestionItem, components: EnvComponents) -> None:
+    def __init__(
+        self, item: QuestionItem, components: EnvComponents, cost_lambda: float | None = None
+    ) -> None:
         self.item = item
         self.components = components
+        self.cost_lambda = float(components.cost_lambda if cost_lambda is None else cost_lambda)
         q = item.question
         self.query_emb = components.obs_builder.embed(q.question)
         self.run = components.pipeline.begin(q.question, list(item.evidence), question_date=q.question_date)
@@ -181,7 +189,7 @@ class Episode:
         idx = builder.index[module]
         text = self.run.current_input_text()
         scalars = builder.scalar_features(
-            idx, builder.spec.n_modules, text, self._cost_so_far, self.components.cost_lambda
+            idx, builder.spec.n_modules, text, self._cost_so_far, self.cost_lambda
         )
         return builder.build(idx, self.query_emb, text, scalars)
 
@@ -240,4 +248,5 @@ class Episode:
             calls=int(both.calls),
             sample_id=self.item.sample_id,
             benchmark=self.item.benchmark,
+            cost_lambda=self.cost_lambda,
         )

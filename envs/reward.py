@@ -239,12 +239,25 @@ class RewardShaper:
             std_floor=float(a.get("std_floor", 1e-5)),
         )
 
-    def shape(self, r_task: float, raw_cost: float) -> tuple[float, dict[str, float]]:
+    def _lambda(self, cost_lambda: float | None) -> float:
+        if cost_lambda is None:
+            return self.cost_lambda
+        lam = float(cost_lambda)
+        if not np.isfinite(lam) or lam < 0.0:
+            raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
+        return lam
+
+    def shape(
+        self, r_task: float, raw_cost: float, cost_lambda: float | None = None
+    ) -> tuple[float, dict[str, float]]:
         """Reward for one finished episode; updates the cost window and the α history.
+
+        The window and α do not depend on λ, so one shaper serves every λ of a λ-conditioned run.
 
         Args:
             r_task: Task score (token F1 or judge score, in [0, 1]).
             raw_cost: Raw episode cost in the configured unit (>= 0).
+            cost_lambda: This episode's λ; None uses the shaper's own ``cost_lambda``.
 
         Returns:
             ``(reward, terms)`` where ``terms`` holds ``r_task``, ``raw_cost``, ``cost_norm``
@@ -257,8 +270,9 @@ class RewardShaper:
         rt = _finite_task(r_task)
         c_hat, bounds = self.normalizer.normalise(raw_cost)
         r_cost = 1.0 - c_hat
+        lam = self._lambda(cost_lambda)
         alpha = self.alignment.update(rt, r_cost)
-        cost_term = self.cost_lambda * alpha * r_cost
+        cost_term = lam * alpha * r_cost
         reward = rt + cost_term
         terms = {
             "r_task": rt,
@@ -266,18 +280,19 @@ class RewardShaper:
             "cost_norm": c_hat,
             "r_cost": r_cost,
             "alpha": alpha,
-            "cost_lambda": self.cost_lambda,
+            "cost_lambda": lam,
             "cost_term": cost_term,
             "reward": reward,
             **bounds,
         }
         return reward, terms
 
-    def evaluate(self, r_task: float, raw_cost: float) -> float:
+    def evaluate(self, r_task: float, raw_cost: float, cost_lambda: float | None = None) -> float:
         """The reward this shaper would give now, without updating its window or α history.
 
         Used to score held-out (validation) episodes on the objective training optimises.
-        Before any training episode (empty window) the cost term is 0.
+        Before any training episode (empty window) the cost term is 0. ``cost_lambda`` is the
+        λ to score at (None = the shaper's own).
 
         Raises:
             ValueError: On a non-finite task score or an invalid cost.
@@ -285,11 +300,12 @@ class RewardShaper:
         rt, c = _finite_task(r_task), float(raw_cost)
         if not np.isfinite(c) or c < 0.0:  # checked here too: an empty window skips the normaliser
             raise ValueError(f"raw cost must be finite and >= 0, got {raw_cost!r}")
-        if len(self.normalizer) == 0 or self.cost_lambda == 0.0:
+        lam = self._lambda(cost_lambda)
+        if len(self.normalizer) == 0 or lam == 0.0:
             return rt
         c_hat, _ = self.normalizer.normalise(c, update=False)
         # CostAlignment.alpha is the α of the latest update (the frozen value once frozen).
-        return rt + self.cost_lambda * self.alignment.alpha * (1.0 - c_hat)
+        return rt + lam * self.alignment.alpha * (1.0 - c_hat)
 
     def state_dict(self) -> dict[str, Any]:
         """Serializable state (normaliser window and α history)."""

@@ -9,11 +9,18 @@ the answer is generated and scored and the episode ends with
 ``reward = r_task + λ·α·r_cost`` (:mod:`envs.reward`). The terminal observation is the zero
 vector (no module is being decided).
 
+λ-conditioned runs: when the env has several λ values (``cost_lambdas``, from the config's
+``cost.lambdas``), every ``reset`` draws one of them uniformly from ``np_random``; the episode
+shows it to the router (the ``cost_lambda`` observation scalar) and the terminal reward uses it.
+One router then learns the whole cost-quality trade-off in one run instead of one run per λ.
+``reset(options={"cost_lambda": x})`` runs the episode at ``x`` instead (any λ >= 0).
+
 Question order: a permutation of the bank drawn from the env's ``np_random``; when it is used
 up a new permutation is drawn (a new epoch). ``reset(seed=s)`` reseeds and restarts the order,
 so the same seed gives the same question sequence. ``reset(options={"index": i})`` runs bank
 item ``i`` without advancing the order (for targeted checks).
 
+``info`` of ``reset`` and the terminal step also holds the episode's ``cost_lambda``.
 ``info`` on every step: ``module`` (the module just run), ``tier`` (its name), ``step_cost``.
 On the terminal step also: ``question_id``, ``category``, ``tiers`` ({module: tier name}),
 ``cost`` ({"module", "answer", "total", "reward_cost", "per_module": {module: value}}), ``f1``,
@@ -49,9 +56,12 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         seed: Seed of the question order (None = nondeterministic until ``reset(seed=...)``).
         include_answer_cost: Add the answer-generation cost to the cost the reward sees;
             None uses ``components.include_answer_cost``.
+        cost_lambdas: λ values to draw one of per episode (a λ-conditioned run); None uses
+            ``components.cost_lambdas``; empty = every episode at the shaper's λ.
 
     Raises:
-        ValueError: On an empty bank, an unknown metric, or ``"judge"`` without a judge.
+        ValueError: On an empty bank, an unknown metric, ``"judge"`` without a judge, or a
+            negative or non-finite λ in ``cost_lambdas``.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's documented class attribute
@@ -65,6 +75,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         seed: int | None = None,
         *,
         include_answer_cost: bool | None = None,
+        cost_lambdas: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
         if not items:
@@ -82,6 +93,13 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         self.include_answer_cost = (
             components.include_answer_cost if include_answer_cost is None else bool(include_answer_cost)
         )
+        lams = components.cost_lambdas if cost_lambdas is None else cost_lambdas
+        self.cost_lambdas = tuple(float(x) for x in lams)
+        if any(not np.isfinite(x) or x < 0 for x in self.cost_lambdas):
+            raise ValueError(f"cost_lambdas must be finite and >= 0, got {list(lams)}")
+        # The running episode's λ; None = the single-λ run's (components for the observation,
+        # the shaper for the reward, both from cost.lambda).
+        self.episode_lambda: float | None = None
         self.spec_obs = components.obs_builder.spec
         self.observation_space = self.spec_obs.space()
         self.action_space = gym.spaces.Discrete(len(Tier))
@@ -122,14 +140,16 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         else:
             idx = self._next_index()
         self._item_index = idx
+        self.episode_lambda = self._episode_lambda(options)
         item = self.items[idx]
-        self._episode = Episode(item, self.components)
+        self._episode = Episode(item, self.components, cost_lambda=self.episode_lambda)
         obs = self._episode.observation()
         info = {
             "question_id": item.question.question_id,
             "category": str(item.question.category),
             "module": self._episode.module,
             "bank_index": idx,
+            "cost_lambda": self._episode.cost_lambda,
         }
         return obs, info
 
@@ -149,12 +169,28 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
             return ep.observation(), 0.0, False, False, info
         record = ep.finish(run_judge=self.task_metric == "judge")
         raw_cost = episode_cost(record, self.include_answer_cost)
-        reward, terms = self.reward_shaper.shape(record.task_score(self.task_metric), raw_cost)
+        reward, terms = self.reward_shaper.shape(
+            record.task_score(self.task_metric), raw_cost, cost_lambda=self.episode_lambda
+        )
         record = _with_reward(record, reward)
         self.episodes_done += 1
         info.update(terminal_info(record, terms, raw_cost))
+        info["cost_lambda"] = ep.cost_lambda
         self._episode = None
         return self.components.obs_builder.terminal(), float(reward), True, False, info
+
+    def _episode_lambda(self, options: dict[str, Any]) -> float | None:
+        if "cost_lambda" in options:
+            lam = float(options["cost_lambda"])
+            if not np.isfinite(lam) or lam < 0:
+                raise ValueError(
+                    f"reset option cost_lambda={options['cost_lambda']!r} must be finite and >= 0"
+                )
+            return lam
+        if self.cost_lambdas:
+            # Drawn after the question so a single-λ run's question order is the same as before.
+            return self.cost_lambdas[int(self.np_random.integers(len(self.cost_lambdas)))]
+        return None
 
     def _parse_action(self, action: Any) -> Tier:
         arr = np.asarray(action)

@@ -7,6 +7,7 @@ torch-only) at import time. ``route`` additionally uses the env components passe
     router = Router.load("runs/locomo__implementation__lam0.1__s0/router")
     tiers = [router.decide(obs, module) ...]          # inside an env/rollout
     result = router.route(question, evidence, components)   # a whole pipeline run
+    result = router.route(question, evidence, components, cost_lambda=0.3)  # λ-conditioned router
 """
 
 from __future__ import annotations
@@ -169,6 +170,40 @@ class Router:
     # A whole pipeline run
     # ---------------------------------------------------------------------------------------
 
+    @property
+    def cost_lambdas(self) -> tuple[float, ...]:
+        """The λ values of a λ-conditioned router (``()`` for a router trained at one λ)."""
+        return tuple(float(x) for x in self.metadata.get("cost_lambdas") or ())
+
+    def resolve_lambda(self, cost_lambda: float | None) -> float:
+        """The λ to put in the observation.
+
+        A single-λ router defaults to the λ it was trained with. A λ-conditioned router needs
+        ``cost_lambda`` and accepts any value between its smallest and largest trained λ (it
+        interpolates between them; beyond them it would extrapolate, which nothing validated).
+
+        Raises:
+            ValueError: If a λ-conditioned router gets no λ or one outside its trained range, or
+                the value is negative or not finite.
+        """
+        lams = self.cost_lambdas
+        if cost_lambda is None:
+            if lams:
+                raise ValueError(
+                    f"this router is λ-conditioned over {list(lams)}: "
+                    "pass cost_lambda (the cost weight to route at)"
+                )
+            return float(self.metadata.get("cost_lambda", 0.0))
+        lam = float(cost_lambda)
+        if not np.isfinite(lam) or lam < 0:
+            raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
+        if lams and not min(lams) <= lam <= max(lams):
+            raise ValueError(
+                f"cost_lambda={lam:g} is outside the range this λ-conditioned router was trained on "
+                f"[{min(lams):g}, {max(lams):g}]"
+            )
+        return lam
+
     def check_components(self, components: Any) -> None:
         """Refuse components whose observation layout or encoder differ from the checkpoint's.
 
@@ -205,13 +240,14 @@ class Router:
             evidence: Retrieved ``modules.types.Evidence`` items.
             components: ``envs.components.EnvComponents`` (pipeline, encoder, obs_builder).
             question_date: Optional date of the question (temporal module).
-            cost_lambda: λ fed to the observation; defaults to the λ the router was trained with.
+            cost_lambda: λ fed to the observation; defaults to the λ the router was trained
+                with (required for a λ-conditioned router, see :meth:`resolve_lambda`).
 
         Returns:
             The chosen tiers and the pipeline result.
         """
         self.check_components(components)
-        lam = float(self.metadata.get("cost_lambda", 0.0) if cost_lambda is None else cost_lambda)
+        lam = self.resolve_lambda(cost_lambda)
         builder = components.obs_builder
         spec = builder.spec
         query_emb = builder.embed(query)

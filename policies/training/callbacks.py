@@ -6,7 +6,8 @@
 * :class:`ValidationCallback` runs the deterministic policy on the held-out split with
   ``envs.rollout.evaluate_policy`` every ``eval_freq`` timesteps (and once at the end), logs
   ``val/*``, and exports the router whenever the validation metric improves. Training reward
-  never selects a checkpoint.
+  never selects a checkpoint. A λ-conditioned run validates at every one of its λ values and
+  selects on the mean of the per-λ objectives (``val/lam{λ}/*`` holds each λ's numbers).
 * :class:`CheckpointCallback` saves a resumable checkpoint every ``checkpoint_freq`` timesteps.
 
 All three act at rollout boundaries, never in the middle of a rollout, so validation episodes
@@ -15,6 +16,7 @@ never interleave with training episodes.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -209,11 +211,29 @@ class ValidationCallback(BaseCallback):
         """Run the validation split now; export the router if it is the best so far."""
         start = time.perf_counter()
         probs: list[np.ndarray] = []
-        records = self.evaluate(ppo_decide(self.model, probs), self.items, self.components, progress=False)
-        summary = summarize_records(records)
+        lambdas = tuple(getattr(self.components, "cost_lambdas", ()) or ())
+        if not lambdas:
+            decide = ppo_decide(self.model, probs)
+            records = self.evaluate(decide, self.items, self.components, progress=False)
+            summary = summarize_records(records)
+            summary["objective"] = self._objective(records)
+        else:
+            records, per_lambda = [], {}
+            for lam in lambdas:
+                # The same weights route differently at each λ: λ is an observation scalar.
+                comps = dataclasses.replace(self.components, cost_lambda=lam)
+                recs = self.evaluate(ppo_decide(self.model, probs), self.items, comps, progress=False)
+                part = summarize_records(recs)
+                per_lambda[f"{lam:g}"] = {
+                    "objective": self._objective(recs, lam),
+                    **{k: part[k] for k in ("f1", "em", "module_cost", "total_cost", "high_share")},
+                }
+                records += recs
+            summary = summarize_records(records)
+            summary["objective"] = float(np.mean([v["objective"] for v in per_lambda.values()]))
+            summary["per_lambda"] = per_lambda
         if probs:
             summary["p_high"] = float(np.mean([p[int(Tier.HIGH)] for p in probs]))
-        summary["objective"] = self._objective(records)
         score = selection_score(summary, self.select_metric)
         step = int(self.num_timesteps)
         self.last_eval_step = step
@@ -241,8 +261,10 @@ class ValidationCallback(BaseCallback):
             print(f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f})")
         return summary
 
-    def _objective(self, records: Sequence[Any]) -> float:
+    def _objective(self, records: Sequence[Any], cost_lambda: float | None = None) -> float:
         """Mean validation reward ``r_task + λ·α·r_cost`` under the training env's current statistics.
+
+        ``cost_lambda`` is the λ to score at (None = the run's ``cost.lambda``).
 
         The held-out questions are scored on the objective PPO optimises, with the cost
         normaliser window and α of the first training env frozen at this moment (nothing is
@@ -257,7 +279,10 @@ class ValidationCallback(BaseCallback):
         with_answer = bool(env.get_attr("include_answer_cost", indices=[0])[0])
         return float(
             np.mean(
-                [shaper.evaluate(r.task_score(task_metric), episode_cost(r, with_answer)) for r in records]
+                [
+                    shaper.evaluate(r.task_score(task_metric), episode_cost(r, with_answer), cost_lambda)
+                    for r in records
+                ]
             )
         )
 
@@ -298,6 +323,20 @@ class ValidationCallback(BaseCallback):
                 f"{h['high_share']:.2f}",
             )
             history_lines.append(f"| {h['step']} | " + " | ".join(cells) + " |")
+        per_lambda = (self.best_summary or {}).get("per_lambda") or {}
+        if per_lambda:
+            history_lines += [
+                "",
+                "Best router at each λ of the λ-conditioned run:",
+                "",
+                "| λ | objective | f1 | module_cost | high_share |",
+                "|---|---|---|---|---|",
+            ]
+            for lam, v in per_lambda.items():
+                history_lines.append(
+                    f"| {lam} | {v['objective']:.4f} | {v['f1']:.4f} | {v['module_cost']:.4g} | "
+                    f"{v['high_share']:.2f} |"
+                )
         atomic_write_text(md_path, text + "\n".join(history_lines) + "\n")
         return json_path, md_path
 

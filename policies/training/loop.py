@@ -74,6 +74,8 @@ def export_metadata(cfg: Mapping[str, Any], components: Any, provenance: Mapping
         "strategy": (cfg.get("strategy") or {}).get("name"),
         "encoder": components.encoder.name,
         "cost_lambda": float(components.cost_lambda),
+        # A λ-conditioned router: the λ values it was trained and validated on.
+        "cost_lambdas": [float(x) for x in components.cost_lambdas],
         "cost_unit": (cfg.get("cost") or {}).get("unit", "gflops"),
         "task_metric": components.task_metric,
         "backend": dict(cfg.get("backend") or {}),
@@ -91,7 +93,8 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``run_name``, ``run_dir``, ``router`` (path), ``validation`` (best summary),
-        ``cost_lambda``, ``seed``, ``timesteps``, ``llm_calls``, ``cache_hits``,
+        ``cost_lambda``, ``cost_lambdas`` (λ-conditioned runs), ``seed``, ``timesteps``,
+        ``llm_calls``, ``cache_hits``,
         ``cache_hit_rate``, ``wall_s`` and per-phase timings.
     """
     from envs.components import make_components, question_bank_from
@@ -222,6 +225,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "benchmark": components.benchmark,
             "strategy": (cfg.get("strategy") or {}).get("name"),
             "cost_lambda": float(components.cost_lambda),
+            "cost_lambdas": [float(x) for x in components.cost_lambdas],
             "seed": seed,
             "timesteps": int(model.num_timesteps),
             "n_train_questions": len(train_items),
@@ -275,6 +279,11 @@ def _print_result(result: Mapping[str, Any], md_report: Path) -> None:
             f"F1 {v.get('f1', float('nan')):.4f}, module cost {v.get('module_cost', float('nan')):.4g}, "
             f"HIGH share {v.get('high_share', float('nan')):.2f}"
         )
+        for lam, pv in (v.get("per_lambda") or {}).items():
+            print(
+                f"  at λ={lam}: objective {pv['objective']:.4f}, F1 {pv['f1']:.4f}, "
+                f"module cost {pv['module_cost']:.4g}, HIGH share {pv['high_share']:.2f}"
+            )
     print(f"LLM calls {result['llm_calls']} (cache hits {result['cache_hit_rate']:.0%})")
     print(f"router:            {rel(result['router'])}")
     print(f"checkpoint:        {rel(result['checkpoint'])}  (resume=<this path>)")

@@ -87,12 +87,19 @@ def selection_score(summary: dict[str, Any], metric: str) -> float:
 
 
 def flat_metrics(summary: dict[str, Any], prefix: str) -> dict[str, float]:
-    """Flatten a summary into ``{prefix/key: number}`` for the logger (tiers under ``prefix/tiers/``)."""
+    """Flatten a summary into ``{prefix/key: number}`` for the logger.
+
+    Tier shares go under ``prefix/tiers/``; a λ-conditioned run's ``per_lambda`` entries under
+    ``prefix/lam{λ}/``.
+    """
     out: dict[str, float] = {}
     for key, value in summary.items():
         if key == "tiers":
             for tkey, share in value.items():
                 out[f"{prefix}/tiers/{tkey}"] = float(share)
+        elif key == "per_lambda":
+            for lam, metrics in value.items():
+                out.update(flat_metrics(metrics, f"{prefix}/lam{lam}"))
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[f"{prefix}/{key}"] = float(value)
     return out
