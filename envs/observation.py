@@ -19,8 +19,8 @@ Scalar features (all cheap, all bounded to ``[-SCALAR_BOUND, SCALAR_BOUND]``):
   inputs up to 4,096 words;
 * ``cost_so_far``: ``log1p(module cost spent so far in this episode)`` in the configured cost
   unit (GFLOPs or USD); a log because GFLOP costs span orders of magnitude across tiers;
-* ``cost_lambda``: the cost weight λ of the reward. Constant within one training run; it is
-  in the observation so that one λ-conditioned router can be trained over several λ values.
+* ``cost_lambda``: the cost weight λ of the reward. Constant within a single-λ run; a
+  λ-conditioned run (``cost.lambdas``) draws it per episode, so one router learns every λ.
 """
 
 from __future__ import annotations

@@ -83,6 +83,25 @@ def test_bench_sweep_calls_counts_new_calls_per_trial_and_module(tmp_path: Path)
     assert sum(result["sweep_by_module"].values()) == result["sweep_llm_calls"]
 
 
+@pytest.mark.slow
+@needs_locomo
+def test_bench_sweep_calls_conditioned_run_counts_calls_and_validates_every_lambda(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    rc = _load("bench_sweep_calls").main([
+        "--lambdas", "0,0.9", "--single", "0", "--no-sweep", "--conditioned", "--conditioned-timesteps", "40",
+        "--runs-dir", str(tmp_path / "runs"), "--out", str(out), "--", "train.total_timesteps=20",
+        "train.eval_freq=1000",
+    ])
+    result = json.loads(out.read_text())
+    cond = result["conditioned"]
+    assert rc == 0 and result["per_trial"] == [] and result["single_llm_calls"] > 0
+    assert cond["timesteps"] == 40 and sum(cond["by_module"].values()) == cond["llm_calls"] > 0
+    assert cond["ratio"] == pytest.approx(cond["llm_calls"] / result["single_llm_calls"])
+    assert set(cond["per_lambda"]) == {"0", "0.9"}
+    run = tmp_path / "runs" / "conditioned" / "locomo__implementation__lamcond0-0.9__s0"
+    assert (run / "router").is_dir()
+
+
 def test_bench_rollouts_llamacpp_config_composes(tmp_path: Path) -> None:
     """The llama.cpp config of every N composes (no model is loaded): slots = N, threads from the CLI."""
     import argparse
