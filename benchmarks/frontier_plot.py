@@ -123,7 +123,8 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             colour, marker = "dimgrey", "s"
         ax.errorbar([p.cost], [p.quality], xerr=xerr, yerr=yerr, fmt=marker, color=colour, ms=6, capsize=2)
         lam = s.params.get("cost_lambda")
-        text = f"λ={lam:g}" if s.kind == "router" and isinstance(lam, (int, float)) else p.name
+        prefix = "cond " if s.params.get("conditioned") else ""  # one λ-conditioned router's points
+        text = f"{prefix}λ={lam:g}" if s.kind == "router" and isinstance(lam, (int, float)) else p.name
         ax.annotate(text, (p.cost, p.quality), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel(_LABELS.get(c, c))
     ax.set_ylabel(_LABELS.get(q, q))

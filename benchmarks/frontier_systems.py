@@ -104,9 +104,8 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
                 seed=int(seed) if isinstance(seed, int) else None,
                 check=router.check_components,
             )
-            spec = groups.setdefault(
-                name, SystemSpec(name, "router", [], {"cost_lambda": lam, "checkpoints": []})
-            )
+            params = {"cost_lambda": lam, "checkpoints": [], "conditioned": bool(router.cost_lambdas)}
+            spec = groups.setdefault(name, SystemSpec(name, "router", [], params))
             spec.runs.append(run)
             spec.params["checkpoints"].append(str(path))
             ckpts.append(

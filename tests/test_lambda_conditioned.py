@@ -182,6 +182,7 @@ def test_frontier_evaluates_a_conditioned_router_at_each_of_its_lambdas(tmp_path
     systems, ckpts, _ = frontier_systems.router_systems([path])
     assert [s.name for s in systems] == [f"λ-cond router λ={lam:g}" for lam in LAMS]
     assert [s.runs[0].cost_lambda for s in systems] == list(LAMS)
+    assert all(s.params["conditioned"] for s in systems)
     assert len({s.runs[0].run_id for s in systems}) == 3 and len(ckpts) == 3
 
 
