@@ -91,3 +91,22 @@ def test_lambda_multirun_shares_the_call_cache(tmp_path):
     assert first["cost_lambda"] == 0.0
     meta = json.loads((runs / "locomo__implementation__lam0.5__s0" / "router" / "metadata.json").read_text())
     assert meta["cost_lambda"] == 0.5
+
+
+def test_lambda_conditioned_multirun_writes_one_row_per_lambda(tmp_path):
+    """`-m 'cost.lambdas=[0,0.5]'` is one job (a list value, not a sweep): one router for both λ."""
+    out = _run(["-m", "cost.lambdas=[0,0.5]"], tmp_path)
+    run = tmp_path / "runs" / "locomo__implementation__lamcond0-0.5__s0"
+    assert (run / "router" / "router.pt").is_file() and (run / ".hydra" / "config.yaml").is_file()
+    meta = json.loads((run / "router" / "metadata.json").read_text())
+    assert meta["cost_lambdas"] == [0.0, 0.5]
+    sweeps = list((tmp_path / "runs" / "sweeps").glob("sweep-*.csv"))
+    assert len(sweeps) == 1 and str(sweeps[0]) in out.stdout
+    rows = list(csv.DictReader(sweeps[0].open()))
+    assert [(r["lambda"], r["run_name"]) for r in rows] == [
+        ("0", run.name),
+        ("0.5", run.name),
+    ]
+    per_lambda = json.loads((run / "result.json").read_text())["validation"]["per_lambda"]
+    expected = [per_lambda["0"]["f1"], per_lambda["0.5"]["f1"]]
+    assert [float(r["val_f1"]) for r in rows] == pytest.approx(expected)

@@ -2,9 +2,9 @@
 
 ``python train.py -m cost.lambda=0,0.1,0.5 seed=0,1`` runs the jobs one after another in one
 process (Hydra's basic launcher); every job shares the call cache, so later jobs are mostly
-cache hits. After each job this callback rewrites ``runs/sweeps/sweep-{start time}.csv``
-atomically with all rows so far (so an interrupted sweep still leaves a summary), and prints
-its path when the sweep ends.
+cache hits. A λ-conditioned job (``cost.lambdas``) adds one row per λ. After each job this
+callback rewrites ``runs/sweeps/sweep-{start time}.csv`` atomically with all rows so far (so an
+interrupted sweep still leaves a summary), and prints its path when the sweep ends.
 """
 
 from __future__ import annotations
@@ -69,6 +69,34 @@ def summary_row(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """CSV rows of one result: one row, or one per λ for a λ-conditioned run (``cost.lambdas``).
+
+    A conditioned run's rows share its run name, router, calls and timings; each carries that
+    λ's validation numbers, so the CSV reads like a sweep of separately trained routers.
+    """
+    row = summary_row(result)
+    per_lambda = (result.get("validation") or {}).get("per_lambda") or {}
+    if not per_lambda:
+        return [row]
+    rows = []
+    for lam, v in per_lambda.items():
+        rows.append(
+            {
+                **row,
+                "lambda": float(lam),
+                "high_share": v.get("high_share"),
+                "val_p_high": None,  # recorded for the run as a whole, not per λ
+                "val_f1": v.get("f1"),
+                "val_em": v.get("em"),
+                "val_judge": None,
+                "val_module_cost": v.get("module_cost"),
+                "val_total_cost": v.get("total_cost"),
+            }
+        )
+    return rows
+
+
 def render_csv(rows: list[dict[str, Any]]) -> str:
     """Rows as CSV text (floats with 6 significant digits)."""
     buf = io.StringIO()
@@ -103,7 +131,7 @@ class SweepSummaryCallback(Callback):
         if self.path is None:
             return
         if job_return.status == JobStatus.COMPLETED and isinstance(job_return._return_value, dict):
-            row = summary_row(job_return._return_value)
+            rows = summary_rows(job_return._return_value)
         else:
             row = dict.fromkeys(COLUMNS, None)
             row.update(
@@ -113,7 +141,8 @@ class SweepSummaryCallback(Callback):
                 seed=config.get("seed"),
                 **{"lambda": config.get("cost", {}).get("lambda")},
             )
-        self.rows.append(row)
+            rows = [row]
+        self.rows.extend(rows)
         atomic_write_text(self.path, render_csv(self.rows))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
