@@ -106,8 +106,9 @@ def print_per_lambda(lambdas: list[float], per_trial: list[dict[str, Any]], cond
     for lam in lambdas:
         t = trials.get(lam, {})
         c = cond["per_lambda"].get(f"{lam:g}", {})
+        p_high = f"  P(HIGH) {c['p_high']:.3f}" if c.get("p_high") is not None else ""
         print(f"  λ={lam:<5g}  {fmt(t.get('val_f1'), t.get('val_module_cost'), t.get('high_share')):>36}   "
-              f"{fmt(c.get('f1'), c.get('module_cost'), c.get('high_share'))}")
+              f"{fmt(c.get('f1'), c.get('module_cost'), c.get('high_share'))}{p_high}")
 
 
 def run_separate_sweep(

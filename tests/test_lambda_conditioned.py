@@ -203,6 +203,7 @@ def test_training_run_validates_and_exports_at_every_lambda(tmp_path):
     assert result["run_name"].endswith("__lamcond0-0.9__s0") and result["cost_lambdas"] == [0.0, 0.9]
     per_lambda = result["validation"]["per_lambda"]
     assert set(per_lambda) == {"0", "0.9"}
+    assert all(0.0 < v["p_high"] < 1.0 for v in per_lambda.values())
     assert result["validation"]["objective"] == pytest.approx(
         np.mean([v["objective"] for v in per_lambda.values()])
     )

@@ -222,11 +222,14 @@ class ValidationCallback(BaseCallback):
             for lam in lambdas:
                 # The same weights route differently at each λ: λ is an observation scalar.
                 comps = dataclasses.replace(self.components, cost_lambda=lam)
+                first = len(probs)
                 recs = self.evaluate(ppo_decide(self.model, probs), self.items, comps, progress=False)
                 part = summarize_records(recs)
                 per_lambda[f"{lam:g}"] = {
                     "objective": self._objective(recs, lam),
                     **{k: part[k] for k in ("f1", "em", "module_cost", "total_cost", "high_share")},
+                    # P(HIGH) moves with λ before the argmax does.
+                    "p_high": float(np.mean([p[int(Tier.HIGH)] for p in probs[first:]])),
                 }
                 records += recs
             summary = summarize_records(records)
@@ -329,13 +332,13 @@ class ValidationCallback(BaseCallback):
                 "",
                 "Best router at each λ of the λ-conditioned run:",
                 "",
-                "| λ | objective | f1 | module_cost | high_share |",
-                "|---|---|---|---|---|",
+                "| λ | objective | f1 | module_cost | high_share | p_high |",
+                "|---|---|---|---|---|---|",
             ]
             for lam, v in per_lambda.items():
                 history_lines.append(
                     f"| {lam} | {v['objective']:.4f} | {v['f1']:.4f} | {v['module_cost']:.4g} | "
-                    f"{v['high_share']:.2f} |"
+                    f"{v['high_share']:.2f} | {v.get('p_high', float('nan')):.3f} |"
                 )
         atomic_write_text(md_path, text + "\n".join(history_lines) + "\n")
         return json_path, md_path

@@ -86,7 +86,7 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 **row,
                 "lambda": float(lam),
                 "high_share": v.get("high_share"),
-                "val_p_high": None,  # recorded for the run as a whole, not per λ
+                "val_p_high": v.get("p_high"),
                 "val_f1": v.get("f1"),
                 "val_em": v.get("em"),
                 "val_judge": None,
