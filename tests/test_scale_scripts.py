@@ -112,3 +112,16 @@ def test_bench_rollouts_llamacpp_config_composes(tmp_path: Path) -> None:
     cfg = module._config(args, 8, tmp_path / "c.sqlite")
     assert cfg["backend"]["name"] == "llamacpp"
     assert cfg["backend"]["n_parallel"] == 8 and cfg["backend"]["n_threads"] == 2
+
+
+def test_bench_conditioned_synthetic_evaluates_both_designs_at_every_lambda(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    rc = _load("bench_conditioned_synthetic").main(
+        ["--lambdas", "0,4", "--seeds", "0", "--timesteps", "500", "--out", str(out)]
+    )
+    rows = json.loads(out.read_text())["rows"]
+    assert rc == 0
+    assert sorted((r["design"], r["lambda"]) for r in rows) == [
+        ("conditioned", 0.0), ("conditioned", 4.0), ("separate", 0.0), ("separate", 4.0)
+    ]
+    assert all(0.0 <= r["f1"] <= 1.0 and r["module_cost"] > 0 and 0.0 <= r["cheapest"] <= 1.0 for r in rows)
