@@ -118,7 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, aggregate, print and write the frontier; returns the exit code."""
-    from envs.components import make_components, question_bank_from
+    from envs.bank_config import question_bank_from
+    from envs.components import make_components
 
     paths = find_checkpoints(args.routers, args.checkpoint_glob) if args.routers else []
     routers, ckpts, router_cfgs = router_systems(paths) if paths else ([], [], [])
@@ -155,7 +156,7 @@ def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[st
 
 
 def _val_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:
-    from envs.components import question_bank_from
+    from envs.bank_config import question_bank_from
 
     val_cfg = copy.deepcopy(cfg)
     val_cfg["question_bank"]["limit"] = args.val_limit

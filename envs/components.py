@@ -5,7 +5,8 @@ a ``modules.cache.CachedLLM`` over ``modules.backends.get_backend``, all sharing
 ``CallCache`` file), the tiered pipeline (``modules.pipeline.build_pipeline``), the answer
 generator, an optional LLM judge, the cost model and the observation builder. Training
 (``train.py``, via Hydra, which passes its config as a dict) and ``evaluate.py`` build their
-environments through this one function, so both see the same components.
+environments through this one function, so both see the same components. The question bank
+the same config describes is built by :func:`envs.bank_config.question_bank_from`.
 
 Config schema (every section optional unless marked; unknown keys inside the ``cost``,
 ``reward``, ``question_bank``, ``judge``, ``answer`` and ``cache`` sections are errors, other
@@ -55,7 +56,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,9 +164,14 @@ def section(cfg: Mapping[str, Any], name: str) -> dict[str, Any]:
     return out
 
 
-def _named(
+def named_section(
     cfg: Mapping[str, Any], name: str, choices: tuple[str, ...] | None = None
 ) -> tuple[str, dict[str, Any]]:
+    """``(name, other keys)`` of a section given as ``"name"`` or ``{name: ..., ...}``.
+
+    Raises:
+        ConfigError: If the section is missing, malformed, or its name is not in ``choices``.
+    """
     raw = cfg.get(name)
     if raw is None:
         raise ConfigError(f"config is missing the required section {name!r} (with a 'name' key)")
@@ -242,8 +247,8 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     from memory.encoder import get_encoder
     from modules.pricing import CostModel
 
-    bench, _ = _named(cfg, "benchmark", BENCHMARK_NAMES)
-    strategy, strategy_extra = _named(cfg, "strategy")
+    bench, _ = named_section(cfg, "benchmark", BENCHMARK_NAMES)
+    strategy, strategy_extra = named_section(cfg, "strategy")
     known_strategies = _strategy_names()
     if strategy not in known_strategies:
         raise ConfigError(
@@ -344,13 +349,12 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
 
 
 def _cost_lambda(value: Any, name: str) -> float:
+    from envs.reward import check_cost_lambda
+
     try:
-        lam = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"config {name} must be a number >= 0, got {value!r}") from None
-    if not math.isfinite(lam) or lam < 0:
-        raise ConfigError(f"config {name} must be finite and >= 0, got {value!r}")
-    return lam
+        return check_cost_lambda(value, f"config {name}")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_cost_lambdas(value: Any) -> tuple[float, ...]:
@@ -376,56 +380,3 @@ def parse_cost_lambdas(value: Any) -> tuple[float, ...]:
             f"config cost.lambdas={list(value)} has one value; a single-λ run sets cost.lambda={lams[0]:g}"
         )
     return tuple(sorted(lams))
-
-
-def memory_config_from(cfg: Mapping[str, Any]) -> Any:
-    """Build a ``benchmarks.memory_builder.MemoryBuildConfig`` from the ``memory`` section.
-
-    The section holds MemoryBuildConfig fields (``mode``, ``l1_fraction``, ``l2_fraction``,
-    ``min_l1``, ``entity_patterns``, ``encode_batch_size``, ``gate_threshold``) and an optional
-    ``chunking`` sub-dict (``max_tokens``, ``granularity``). Capacities are fractions of each
-    history's chunk count, so one config fits LoCoMo and LongMemEval histories alike.
-
-    Returns:
-        The build config, or None when the section is empty (the builder's defaults).
-
-    Raises:
-        ConfigError: On a field MemoryBuildConfig/ChunkingConfig does not have or a bad value.
-    """
-    mem = section(cfg, "memory")
-    if not mem:
-        return None
-    from benchmarks.chunking import ChunkingConfig
-    from benchmarks.memory_builder import MemoryBuildConfig
-
-    try:
-        chunking = mem.pop("chunking", None)
-        if chunking is not None:
-            mem["chunking"] = ChunkingConfig(**dict(chunking))
-        return MemoryBuildConfig(**mem)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"config section 'memory': {exc}") from exc
-
-
-def question_bank_from(
-    cfg: Mapping[str, Any], split: str, encoder: Any, *, progress: bool = True
-) -> list[Any]:
-    """Build (or load from cache) the question bank a config describes, for ``split``."""
-    from envs.question_bank import build_question_bank
-
-    bench, extra = _named(cfg, "benchmark", BENCHMARK_NAMES)
-    qb = section(cfg, "question_bank")
-    return build_question_bank(
-        bench,
-        split,
-        data_dir=cfg.get("data_dir"),
-        encoder=encoder,
-        memory_config=memory_config_from(cfg),
-        k=int(qb.get("k", 5)),
-        limit=qb.get("limit"),
-        seed=int(qb.get("seed", 0)),
-        max_samples=qb.get("max_samples"),
-        benchmark_opts=dict(extra.get("options") or {}),
-        cache_dir=qb.get("cache_dir"),
-        progress=progress,
-    )

@@ -6,7 +6,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.components import EnvComponents, make_components, question_bank_from, section
+from envs.bank_config import question_bank_from
+from envs.components import EnvComponents, make_components, section
 from envs.question_bank import QuestionItem
 from envs.reward import RewardShaper
 from envs.router_env import MemoryRouterEnv

@@ -50,9 +50,32 @@ import numpy as np
 
 from envs.cost_normalizer import CostNormalizer, percentile_linear
 
-__all__ = ["ALPHA_MODES", "CostAlignment", "CostNormalizer", "RewardShaper", "percentile_linear"]
+__all__ = [
+    "ALPHA_MODES",
+    "CostAlignment",
+    "CostNormalizer",
+    "RewardShaper",
+    "check_cost_lambda",
+    "percentile_linear",
+]
 
 ALPHA_MODES = ("frozen", "window", "fixed")
+
+
+def check_cost_lambda(value: Any, name: str = "cost_lambda") -> float:
+    """``value`` as a float λ; the one check every λ entry point (config, env, shaper) shares.
+
+    Raises:
+        ValueError: ``"{name} must be a number >= 0"`` for a non-number, ``"{name} must be finite
+            and >= 0"`` for a negative, infinite or NaN value.
+    """
+    try:
+        lam = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}") from None
+    if not np.isfinite(lam) or lam < 0.0:
+        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+    return lam
 
 
 def _finite_task(r_task: float) -> float:
@@ -193,10 +216,7 @@ class RewardShaper:
         alpha_max: float = 100.0,
         std_floor: float = 1e-5,
     ) -> None:
-        lam = float(cost_lambda)
-        if not np.isfinite(lam) or lam < 0.0:
-            raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
-        self.cost_lambda = lam
+        self.cost_lambda = check_cost_lambda(cost_lambda)
         self.normalizer = CostNormalizer(window=window, low_pct=low_pct, high_pct=high_pct)
         self.alignment = CostAlignment(
             mode=alpha_mode,
@@ -240,12 +260,7 @@ class RewardShaper:
         )
 
     def _lambda(self, cost_lambda: float | None) -> float:
-        if cost_lambda is None:
-            return self.cost_lambda
-        lam = float(cost_lambda)
-        if not np.isfinite(lam) or lam < 0.0:
-            raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
-        return lam
+        return self.cost_lambda if cost_lambda is None else check_cost_lambda(cost_lambda)
 
     def shape(
         self, r_task: float, raw_cost: float, cost_lambda: float | None = None

@@ -37,7 +37,7 @@ import gymnasium as gym
 import numpy as np
 
 from envs.episode import TASK_METRICS, Episode, EpisodeRecord
-from envs.reward import RewardShaper
+from envs.reward import RewardShaper, check_cost_lambda
 from modules.tier import Tier
 
 if TYPE_CHECKING:
@@ -94,9 +94,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
             components.include_answer_cost if include_answer_cost is None else bool(include_answer_cost)
         )
         lams = components.cost_lambdas if cost_lambdas is None else cost_lambdas
-        self.cost_lambdas = tuple(float(x) for x in lams)
-        if any(not np.isfinite(x) or x < 0 for x in self.cost_lambdas):
-            raise ValueError(f"cost_lambdas must be finite and >= 0, got {list(lams)}")
+        self.cost_lambdas = tuple(check_cost_lambda(x, "cost_lambdas") for x in lams)
         # The running episode's λ; None = the single-λ run's (components for the observation,
         # the shaper for the reward, both from cost.lambda).
         self.episode_lambda: float | None = None
@@ -181,12 +179,8 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
 
     def _episode_lambda(self, options: dict[str, Any]) -> float | None:
         if "cost_lambda" in options:
-            lam = float(options["cost_lambda"])
-            if not np.isfinite(lam) or lam < 0:
-                raise ValueError(
-                    f"reset option cost_lambda={options['cost_lambda']!r} must be finite and >= 0"
-                )
-            return lam
+            value = options["cost_lambda"]
+            return check_cost_lambda(value, f"reset option cost_lambda={value!r}:")
         if self.cost_lambdas:
             # Drawn after the question so a single-λ run's question order is the same as before.
             return self.cost_lambdas[int(self.np_random.integers(len(self.cost_lambdas)))]

@@ -147,7 +147,8 @@ def run_separate_sweep(
             parts = ", ".join(f"{m} {n}" for m, n in by_module.items())
             print(f"  trial λ={lam}: {added} new LLM calls ({parts}), {trial_s:.0f} s, "
                   f"HIGH share {val.get('high_share')}, val F1 {val.get('f1')}", flush=True)
-    return llm_entries(sweep_cache), time.perf_counter() - t, llm_entries_by_module(sweep_cache)
+    by_module_total = llm_entries_by_module(sweep_cache)
+    return sum(by_module_total.values()), time.perf_counter() - t, by_module_total
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,14 +205,14 @@ def main(argv: list[str] | None = None) -> int:
 
     per_trial: list[dict[str, Any]] = []
     sweep, sweep_s, sweep_by_module = 0, 0.0, {}
+    ratio = float("nan")
     if not args.no_sweep:
         sweep, sweep_s, sweep_by_module = run_separate_sweep(args, base, lambdas, tmp, per_trial)
         if args.single_from_first:
             # The first trial ran on the sweep's still-empty cache: exactly a separate single run.
             single, single_s = per_trial[0]["new_llm_calls"], per_trial[0]["seconds"]
             print(f"single run = first trial (λ={lambdas[0]}, fresh cache): {single} LLM calls", flush=True)
-    ratio = sweep / single if single and not args.no_sweep else float("nan")
-    if not args.no_sweep:
+        ratio = sweep / single if single else float("nan")
         print(
             f"\n{len(lambdas)}-value λ sweep: {sweep} LLM calls computed ({sweep_s:.0f} s); "
             f"single run: {single}; ratio {ratio:.2f} (target <= 1.5); without a shared cache the sweep "

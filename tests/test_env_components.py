@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from envs.components import ConfigError, make_components, memory_config_from
+from envs.bank_config import memory_config_from
+from envs.components import ConfigError, make_components
 
 BASE = {
     "benchmark": {"name": "locomo"},

@@ -11,7 +11,8 @@ import warnings
 
 import pytest
 
-from envs.components import make_components, question_bank_from
+from envs.bank_config import question_bank_from
+from envs.components import make_components
 from envs.factory import make_env
 from envs.rollout import evaluate_policy, summarize_records
 from modules.tier import MODULE_ORDER, Tier

@@ -97,7 +97,8 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
         ``llm_calls``, ``cache_hits``,
         ``cache_hit_rate``, ``wall_s`` and per-phase timings.
     """
-    from envs.components import make_components, question_bank_from
+    from envs.bank_config import question_bank_from
+    from envs.components import make_components
     from envs.rollout import evaluate_policy
 
     t0 = time.perf_counter()

@@ -44,20 +44,26 @@ COLUMNS = (
 )
 
 
+def _validation_columns(val: dict[str, Any]) -> dict[str, Any]:
+    """The CSV's validation columns from a validation summary (or one λ's part of it)."""
+    return {
+        "high_share": val.get("high_share"),
+        "val_p_high": val.get("p_high"),
+        "val_f1": val.get("f1"),
+        "val_em": val.get("em"),
+        "val_judge": val.get("judge"),
+        "val_module_cost": val.get("module_cost"),
+        "val_total_cost": val.get("total_cost"),
+    }
+
+
 def summary_row(result: dict[str, Any]) -> dict[str, Any]:
     """One CSV row from ``policies.training.loop.train``'s result dict."""
-    best = result.get("validation") or {}
     return {
         "lambda": result.get("cost_lambda"),
         "seed": result.get("seed"),
         "status": "completed",
-        "high_share": best.get("high_share"),
-        "val_p_high": best.get("p_high"),
-        "val_f1": best.get("f1"),
-        "val_em": best.get("em"),
-        "val_judge": best.get("judge"),
-        "val_module_cost": best.get("module_cost"),
-        "val_total_cost": best.get("total_cost"),
+        **_validation_columns(result.get("validation") or {}),
         "llm_calls": result.get("llm_calls"),
         "cache_hits": result.get("cache_hits"),
         "cache_hit_rate": result.get("cache_hit_rate"),
@@ -79,22 +85,7 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     per_lambda = (result.get("validation") or {}).get("per_lambda") or {}
     if not per_lambda:
         return [row]
-    rows = []
-    for lam, v in per_lambda.items():
-        rows.append(
-            {
-                **row,
-                "lambda": float(lam),
-                "high_share": v.get("high_share"),
-                "val_p_high": v.get("p_high"),
-                "val_f1": v.get("f1"),
-                "val_em": v.get("em"),
-                "val_judge": None,
-                "val_module_cost": v.get("module_cost"),
-                "val_total_cost": v.get("total_cost"),
-            }
-        )
-    return rows
+    return [{**row, "lambda": float(lam), **_validation_columns(v)} for lam, v in per_lambda.items()]
 
 
 def render_csv(rows: list[dict[str, Any]]) -> str:
