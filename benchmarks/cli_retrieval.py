@@ -70,6 +70,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reranker", default="bi_encoder", help="reranker of mode full (bi_encoder, lexical, or none)"
     )
+    parser.add_argument(
+        "--lexical-weight",
+        type=float,
+        default=MemoryBuildConfig.lexical_weight,
+        help="weight of the BM25 channel fused with the dense ranking (0: dense only)",
+    )
+    parser.add_argument(
+        "--no-lexical-dates",
+        dest="lexical_dates",
+        action="store_false",
+        help="do not index session dates in the BM25 channel",
+    )
     parser.add_argument("--gate-threshold", type=float, default=None, help="override the calibrated gate")
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
     parser.add_argument("--limit", type=int, default=None, help="only the first N samples of the split")
@@ -134,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         l1_fraction=args.l1_fraction,
         l2_fraction=args.l2_fraction,
         gate_threshold=args.gate_threshold,
+        lexical_weight=args.lexical_weight,
+        lexical_dates=args.lexical_dates,
         reranker=None if args.reranker in ("none", "") else args.reranker,
         encode_batch_size=args.batch_size,
     )
@@ -147,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     n_chunks: list[int] = []
     stats: dict[str, dict[str, int]] = {m: defaultdict(int) for m in modes}
+    # Per mode: memory build (ingest + indexes; vectors given) and retrieval wall time.
+    timing: dict[str, dict[str, float]] = {m: defaultdict(float) for m in modes}
     t_encode = 0.0
     for sample in tqdm(samples, desc=f"recall {args.benchmark}/{args.split}", unit="history"):
         chunks = chunk_history(sample.history, build.chunking)
@@ -161,16 +177,21 @@ def run(args: argparse.Namespace) -> int:
         t_encode += time.perf_counter() - t0
         for mode in modes:
             memory = None
+            t_build = time.perf_counter()
             if mode != DENSE:
                 memory = build_memory(
                     sample, encoder, build=dataclasses.replace(build, mode=mode), embeddings=emb
                 )
+            timing[mode]["build_s"] += time.perf_counter() - t_build
             for qi, question in enumerate(sample.questions):
                 for k in args.k:
+                    t_query = time.perf_counter()
                     if memory is None:
                         evidence = dense_top_k(chunks, emb, q_emb[qi], k)
                     else:
                         evidence = retrieve_evidence(memory, question, k, query_embedding=q_emb[qi])
+                    timing[mode]["retrieve_s"] += time.perf_counter() - t_query
+                    timing[mode]["retrievals"] += 1
                     rows.append(
                         {
                             "sample_id": sample.sample_id,
@@ -215,6 +236,13 @@ def run(args: argparse.Namespace) -> int:
         "recall": summary,
         "memory_stats": {m: dict(v) for m, v in stats.items()},
         "timings_s": {"total": time.perf_counter() - t_start, "encode": t_encode},
+        "mode_timings": {
+            m: {
+                "build_ms_per_history": 1000 * t["build_s"] / max(1, len(samples)),
+                "retrieve_ms_per_query": 1000 * t["retrieve_s"] / max(1, t["retrievals"]),
+            }
+            for m, t in timing.items()
+        },
         "embedding_cache": None if cache is None else {"hits": cache.hits, "misses": cache.misses},
         "metadata": run_metadata(config, bench.data_files()),
     }
@@ -225,7 +253,11 @@ def run(args: argparse.Namespace) -> int:
         f"\n{args.benchmark} / {args.split}: {result['questions_with_evidence']} questions with evidence, "
         f"{len(samples)} histories, {sum(n_chunks)} chunks ({result['timings_s']['total']:.0f} s)"
     )
-    print(f"{'mode':<18}" + "".join(f"{'recall@' + str(k):>12}{'hit@' + str(k):>10}" for k in ks))
+    print(
+        f"{'mode':<18}"
+        + "".join(f"{'recall@' + str(k):>12}{'hit@' + str(k):>10}" for k in ks)
+        + f"{'build ms':>10}{'query ms':>10}"
+    )
     for mode in modes:
         cells = (
             "".join(
@@ -235,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
             if mode in summary
             else "  (no questions with evidence)"
         )
-        print(f"{mode:<18}{cells}")
+        mt = result["mode_timings"][mode]
+        print(f"{mode:<18}{cells}{mt['build_ms_per_history']:>10.0f}{mt['retrieve_ms_per_query']:>10.2f}")
     print(f"wrote {out_dir}/summary.json and rows.csv")
     return 0

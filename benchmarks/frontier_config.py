@@ -52,16 +52,36 @@ def apply_overrides(cfg: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     return out
 
 
-def compose_default_config() -> dict[str, Any]:
-    """The project's Hydra config (``configs/config.yaml``), resolved, without the hydra section."""
+def compose_default_config(overrides: list[str] | None = None) -> dict[str, Any]:
+    """The project's Hydra config (``configs/config.yaml``), resolved, without the hydra section.
+
+    Args:
+        overrides: Hydra overrides applied at composition (e.g. ``["+experiment=cpu_quality"]``).
+    """
     from policies.training.config import load_config
 
-    return load_config()
+    return load_config(overrides or [])
 
 
 def resolve_config(args: argparse.Namespace, router_configs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Pick the base config (``--config`` > first checkpoint's > Hydra default) and apply overrides."""
-    if args.config:
+    """Pick the base config (``--config`` > first checkpoint's > Hydra default) and apply overrides.
+
+    ``args.experiment`` (if the command has it) composes ``configs/experiment/<name>.yaml`` into the
+    Hydra default, exactly as ``python train.py +experiment=<name>`` does.
+
+    Raises:
+        ValueError: If an experiment is combined with ``--config`` or router checkpoints (their
+            recorded config already is the whole configuration).
+    """
+    experiment = getattr(args, "experiment", None)
+    if experiment and (args.config or (router_configs and router_configs[0])):
+        raise ValueError(
+            f"--experiment {experiment!r} composes the default config; it cannot be combined with --config "
+            "or with routers (whose recorded config is used). Use --set overrides instead."
+        )
+    if experiment:
+        cfg = compose_default_config([f"+experiment={experiment}"])
+    elif args.config:
         cfg = _load_yaml(Path(args.config))
     elif router_configs and router_configs[0]:
         cfg = copy.deepcopy(router_configs[0])

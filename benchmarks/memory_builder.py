@@ -47,6 +47,10 @@ class MemoryBuildConfig:
         reranker: Reranker of mode ``full`` (``None`` disables the stage).
         gate_threshold: L1 -> L2 gate threshold; ``None`` uses the value calibrated for the
             encoder by :mod:`memory.calibration`.
+        lexical_weight: Weight of the BM25 channel fused with the dense ranking (0: dense only);
+            0.5 was the best of 0.3-1.0 on LoCoMo val (RESULTS.md, "Retrieval ablation").
+        lexical_dates: Index each chunk's session date with its text, so a question naming a
+            month or year matches what was said then (date-aware lexical queries).
     """
 
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
@@ -58,6 +62,8 @@ class MemoryBuildConfig:
     encode_batch_size: int = 64
     reranker: str | None = "bi_encoder"
     gate_threshold: float | None = None
+    lexical_weight: float = 0.5
+    lexical_dates: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 < self.l1_fraction <= 1.0:
@@ -78,6 +84,8 @@ def memory_config_for(n_chunks: int, build: MemoryBuildConfig | None = None) -> 
         encode_batch_size=b.encode_batch_size,
         gate_threshold=b.gate_threshold,
         reranker=b.reranker,
+        lexical_weight=b.lexical_weight,
+        lexical_fields=("timestamp",) if b.lexical_dates else (),
     )
 
 
@@ -136,6 +144,8 @@ def build_memory(
     memory.ingest(
         texts, importance=chunk_importances(sample.history, chunks), metadata=metadata, embeddings=embeddings
     )
+    if cfg.lexical_weight > 0:
+        memory.lexical_index()  # index now: building is the ingest's cost, not the first query's
     return memory
 
 

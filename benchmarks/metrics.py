@@ -109,6 +109,20 @@ def score_answer(question: Question, prediction: str, benchmark: str) -> dict[st
     return {"f1": f1, "em": exact_match(prediction, gold)}
 
 
+def answer_containment(question: Question, context: str, benchmark: str) -> float:
+    """Share of the scored gold answer's normalised words that occur in ``context``.
+
+    A retrieval/compression diagnostic (issue #13's "containment"): a context that lost the
+    answer's words cannot be answered from. Questions whose gold answer has no words give 1.0
+    only when there is nothing to contain (empty gold).
+    """
+    gold = normalized_tokens(scoring_gold(question, benchmark))
+    if not gold:
+        return 1.0
+    have = set(normalized_tokens(context))
+    return sum(w in have for w in gold) / len(gold)
+
+
 def per_category(rows: Iterable[tuple[str, Mapping[str, float | None]]]) -> dict[str, dict[str, float]]:
     """Mean of each metric per category, plus an ``"all"`` row.
 

@@ -37,7 +37,7 @@ from common.provenance import sha256_file
 from modules.types import Evidence
 
 #: Bump when the bank's content for the same inputs changes meaning (selection, retrieval).
-BANK_VERSION = "bank-v1"
+BANK_VERSION = "bank-v2"  # v2: hybrid BM25 + dense retrieval
 
 #: Environment variable overriding the bank cache directory.
 BANK_CACHE_ENV = "BUDGET_ROUTER_BANK_CACHE"

@@ -48,6 +48,12 @@ class MemoryConfig:
             ``None`` disables the stage everywhere.
         rerank_top: How many hybrid-ranked candidates the reranker rescores.
         rerank_weight: Final score = ``w * rerank + (1 - w) * hybrid`` over the reranked top.
+        lexical_weight: Weight of the BM25 lexical channel (:mod:`memory.lexical`) in the final
+            ranking, ``(1 - w) * z(dense score) + w * z(BM25)`` over the candidates; 0 turns the
+            channel off (the HTM-EAR scenarios run without it, QA benchmarks with it).
+        lexical_k: Lexical candidates added from the searched tiers (the gate still decides
+            whether L2 is searched).
+        lexical_fields: Metadata fields indexed with an item's text (e.g. the session date).
         entity_patterns: Pattern set name in :data:`memory.entities.PATTERN_SETS`.
         hnsw_m: HNSW graph degree.
         hnsw_ef_construction: HNSW build-time beam width.
@@ -73,6 +79,9 @@ class MemoryConfig:
     reranker: str | None = "bi_encoder"
     rerank_top: int = 20
     rerank_weight: float = 0.85
+    lexical_weight: float = 0.0
+    lexical_k: int = 50
+    lexical_fields: tuple[str, ...] = ("timestamp",)
     entity_patterns: str = "synthetic"
     hnsw_m: int = 16
     hnsw_ef_construction: int = 200
@@ -85,7 +94,9 @@ class MemoryConfig:
             raise ValueError(f"MemoryConfig.mode: unknown mode {self.mode!r}; known modes: {list(MODES)}")
         if self.fallback not in FALLBACKS:
             raise ValueError(f"MemoryConfig.fallback must be one of {list(FALLBACKS)}, got {self.fallback!r}")
-        for name in ("l1_capacity", "l2_capacity", "l1_k", "l2_k", "rerank_top", "encode_batch_size"):
+        for name in (
+            "l1_capacity", "l2_capacity", "l1_k", "l2_k", "rerank_top", "encode_batch_size", "lexical_k"
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"MemoryConfig.{name} must be a positive int, got {value!r}")
@@ -95,6 +106,13 @@ class MemoryConfig:
         if not 0.0 < self.eviction_fraction <= 1.0:
             raise ValueError(
                 f"MemoryConfig.eviction_fraction must be in (0, 1], got {self.eviction_fraction!r}"
+            )
+        if not 0.0 <= self.lexical_weight <= 1.0:
+            raise ValueError(f"MemoryConfig.lexical_weight must be in [0, 1], got {self.lexical_weight!r}")
+        if isinstance(self.lexical_fields, str) or not all(isinstance(f, str) for f in self.lexical_fields):
+            raise ValueError(
+                "MemoryConfig.lexical_fields must be a tuple of metadata key names, "
+                f"got {self.lexical_fields!r}"
             )
         if not 0.0 <= self.rerank_weight <= 1.0:
             raise ValueError(f"MemoryConfig.rerank_weight must be in [0, 1], got {self.rerank_weight!r}")
@@ -150,6 +168,8 @@ class MemoryConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"MemoryConfig: unknown field(s) {unknown}; known: {sorted(known)}")
+        if isinstance(data.get("lexical_fields"), list):  # JSON has no tuples
+            data = {**data, "lexical_fields": tuple(data["lexical_fields"])}
         return cls(**data)
 
     def replace(self, **changes: Any) -> MemoryConfig:

@@ -94,6 +94,8 @@ class HNSWTier:
         self._rows = 0
         self._alloc(max(rows, _index.get_max_elements()))
         self._row_of: dict[int, int] = {}
+        #: Bumped on every insert or removal, so derived indexes (the lexical channel) know when to rebuild.
+        self.version = 0
 
     # ---------------------------------------------------------------- storage
 
@@ -132,6 +134,14 @@ class HNSWTier:
     def free_slots(self) -> int | None:
         """How many items fit before eviction is needed (``None`` if unbounded)."""
         return None if self.capacity is None else self.capacity - len(self)
+
+    def row_of(self, item_id: int) -> int:
+        """Row of a live item.
+
+        Raises:
+            KeyError: If the id is not stored in this tier.
+        """
+        return self._row_of[int(item_id)]
 
     def live_rows(self) -> np.ndarray:
         """Row indices of live items (ascending)."""
@@ -177,6 +187,7 @@ class HNSWTier:
 
     def _store(self, batch: ItemBatch) -> None:
         n = len(batch)
+        self.version += 1
         rows = np.array([self._free.pop() for _ in range(n)], dtype=np.int64)
         self.ids[rows] = batch.item_ids
         self.emb[rows] = batch.embeddings
@@ -203,6 +214,7 @@ class HNSWTier:
         except KeyError as exc:
             raise KeyError(f"tier {self.name}: item id {exc.args[0]} is not stored here") from None
         out = self._batch(rows)
+        self.version += 1
         for r, iid in zip(rows.tolist(), out.item_ids.tolist(), strict=True):
             self.index.mark_deleted(iid)
             self.alive[r] = False

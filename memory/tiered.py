@@ -11,7 +11,11 @@ top hit's similarity is below the encoder's calibrated threshold, or the query's
 all among the top hit's entities. With ``fallback="merge"`` (our default) L1 and L2 candidates
 are scored together; ``"replace"`` reproduces the reference, where L2's candidates replace L1's.
 Candidates are ranked by ``sim^3 + 0.8 * |q_ents & item_ents| + 0.1 * importance``; mode
-``full`` then rescores the top 20 with a reranker (``0.85 * rerank + 0.15 * hybrid``). Returned
+``full`` then rescores the top 20 with a reranker (``0.85 * rerank + 0.15 * hybrid``).
+With ``lexical_weight > 0`` (hybrid retrieval, :mod:`memory.lexical`) the searched tiers also
+contribute their top BM25 items as candidates, every candidate is scored by the dense pipeline
+(reranker included, over all candidates) and by BM25, and the two are mixed as
+``(1 - w) * z(dense) + w * z(BM25)``; with ``w = 0`` the code path above is unchanged. Returned
 items get ``usage += 1`` and a fresh ``last_access`` (a logical clock, so runs are deterministic).
 """
 
@@ -29,6 +33,7 @@ from memory.config import MemoryConfig
 from memory.encoder import Encoder
 from memory.entities import EntityExtractor
 from memory.eviction import TierView, batch_size, get_policy
+from memory.lexical import LexicalIndex, lexical_text, zscore
 from memory.rerank import Reranker, get_reranker
 from memory.tier import HNSWTier, ItemBatch
 from memory.validation import (
@@ -125,6 +130,8 @@ class TieredMemory:
         #: Seconds spent encoding vs inserting (for throughput reports).
         self.timings: dict[str, float] = {"encode_s": 0.0, "index_s": 0.0}
         self.last_gate: GateDecision | None = None
+        self._lexical: LexicalIndex | None = None
+        self._lexical_key: tuple[tuple[int, int], ...] = ()
 
     # ------------------------------------------------------------------ basics
 
@@ -301,7 +308,45 @@ class TieredMemory:
                 self.stats["gate_fallbacks"] += 1
                 rows2, sims2 = self.tiers["L2"].search(q, cfg.l2_k)
                 parts = [*parts, ("L2", rows2, sims2)] if cfg.fallback == "merge" else [("L2", rows2, sims2)]
+        if cfg.lexical_weight > 0:
+            return self._rank_hybrid(query, q, q_ents, parts, k)
         return self._rank(query, q, q_ents, parts, k)
+
+    def lexical_index(self) -> LexicalIndex:
+        """BM25 over all live items, rebuilt when any tier changed since the last query."""
+        key = tuple((id(t), t.version) for t in self.tiers.values())
+        if self._lexical is None or key != self._lexical_key:
+            ids: list[int] = []
+            texts: list[str] = []
+            for tier in self.tiers.values():
+                for r in tier.live_rows().tolist():
+                    ids.append(int(tier.ids[r]))
+                    texts.append(lexical_text(tier.texts[r], tier.meta[r], self.config.lexical_fields))
+            self._lexical, self._lexical_key = LexicalIndex(ids, texts), key
+        return self._lexical
+
+    def _rank_hybrid(
+        self,
+        query: str,
+        q: np.ndarray,
+        q_ents: frozenset[str],
+        parts: list[tuple[str, np.ndarray, np.ndarray]],
+        k: int,
+    ) -> list[RetrievedItem]:
+        """Dense candidates plus each searched tier's top BM25 items, ranked by the fused score."""
+        cfg = self.config
+        index = self.lexical_index()
+        bm25 = dict(zip(index.item_ids.tolist(), index.scores(query).tolist(), strict=True))
+        seen = {int(self.tiers[name].ids[r]) for name, rows, _ in parts for r in rows}
+        extra: list[tuple[str, np.ndarray, np.ndarray]] = []
+        for name in dict.fromkeys(name for name, _, _ in parts):
+            tier = self.tiers[name]
+            live = [(s, i) for i, s in bm25.items() if s > 0 and i in tier and i not in seen]
+            top = sorted(live, key=lambda p: (-p[0], p[1]))[: cfg.lexical_k]
+            rows = np.array([tier.row_of(i) for _, i in top], dtype=np.int64)
+            sims = tier.emb[rows] @ q if len(rows) else np.zeros(0, dtype=np.float32)
+            extra.append((name, rows, sims))
+        return self._rank(query, q, q_ents, [*parts, *extra], k, lexical=bm25)
 
     def _gate(self, rows: np.ndarray, sims: np.ndarray, q_ents: frozenset[str]) -> str:
         """Return ``"pass"`` if L1's answer is trusted, else the reason to consult L2."""
@@ -321,6 +366,7 @@ class TieredMemory:
         q_ents: frozenset[str],
         parts: list[tuple[str, np.ndarray, np.ndarray]],
         k: int,
+        lexical: dict[int, float] | None = None,
     ) -> list[RetrievedItem]:
         cfg = self.config
         cand = [
@@ -346,7 +392,10 @@ class TieredMemory:
         )
         # Sort by score desc, then id asc: deterministic under ties.
         order = np.lexsort((ids, -score))
-        if cfg.uses_reranker and self.reranker is not None:
+        if lexical is not None:
+            score = self._fuse(query, q, cand, tiers, score, ids, lexical)
+            order = np.lexsort((ids, -score))
+        elif cfg.uses_reranker and self.reranker is not None:
             top = order[: cfg.rerank_top]
             texts = [tiers[i].texts[cand[i][1]] for i in top]
             embs = np.stack([tiers[i].emb[cand[i][1]] for i in top])
@@ -377,6 +426,29 @@ class TieredMemory:
                 )
             )
         return out
+
+    def _fuse(
+        self,
+        query: str,
+        q: np.ndarray,
+        cand: list[tuple[str, int, float]],
+        tiers: list[HNSWTier],
+        hybrid: np.ndarray,
+        ids: np.ndarray,
+        lexical: dict[int, float],
+    ) -> np.ndarray:
+        """``(1 - w) * z(dense) + w * z(BM25)``; dense = reranked hybrid over *all* candidates."""
+        cfg = self.config
+        dense = hybrid
+        if cfg.uses_reranker and self.reranker is not None:
+            texts = [t.texts[r] for t, (_, r, _) in zip(tiers, cand, strict=True)]
+            embs = np.stack([t.emb[r] for t, (_, r, _) in zip(tiers, cand, strict=True)])
+            rr = self.reranker.score(
+                query, texts, query_embedding=q, item_embeddings=embs, encoder_name=self.encoder.name
+            )
+            dense = cfg.rerank_weight * np.asarray(rr, dtype=np.float64) + (1.0 - cfg.rerank_weight) * hybrid
+        lex = np.array([lexical.get(int(i), 0.0) for i in ids], dtype=np.float64)
+        return (1.0 - cfg.lexical_weight) * zscore(dense) + cfg.lexical_weight * zscore(lex)
 
     # ------------------------------------------------------------- persistence
 

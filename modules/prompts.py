@@ -62,6 +62,15 @@ ASKS: dict[str, str] = {
     "Keep names and dates.",
 }
 
+#: Asks of the quality ladder (``keep_evidence``): the notes go in front of the evidence, so
+#: they should point at the answer rather than restate the evidence.
+KEEP_ASKS: dict[str, str] = {
+    **ASKS,
+    "summary": "Write short notes for answering the question: quote the exact words of the evidence "
+    "that answer it, with the item's date; turn relative dates (yesterday, last week, next month) into "
+    "calendar dates using the item's date. End with a line 'Answer: <short answer>'.",
+}
+
 STYLE_SUFFIX: dict[Style, str] = {
     "direct": "",
     "fewshot": "",
@@ -134,7 +143,9 @@ def evidence_lines(evidence: list[Evidence] | tuple[Evidence, ...]) -> str:
     return "\n".join(out)
 
 
-def _case(module: str, inp: ModuleInput, evidence: list[Evidence], style: Style) -> str:
+def _case(
+    module: str, inp: ModuleInput, evidence: list[Evidence], style: Style, keep_evidence: bool = False
+) -> str:
     """Evidence, facts, ask and question: the part of the prompt that follows :data:`SYSTEM`."""
     parts = ["Evidence:\n" + (evidence_lines(evidence) or "(none)")]
     if module == "summary":
@@ -145,7 +156,8 @@ def _case(module: str, inp: ModuleInput, evidence: list[Evidence], style: Style)
         ]
         if facts:
             parts.append("Extracted facts:\n" + "\n".join(facts))
-    ask = ASKS[module] + (" " + STYLE_SUFFIX[style] if STYLE_SUFFIX[style] else "")
+    asks = KEEP_ASKS if keep_evidence else ASKS
+    ask = asks[module] + (" " + STYLE_SUFFIX[style] if STYLE_SUFFIX[style] else "")
     parts.append("Task: " + ask)
     question = f"Question: {inp.query}"
     if inp.question_date:
@@ -155,7 +167,12 @@ def _case(module: str, inp: ModuleInput, evidence: list[Evidence], style: Style)
 
 
 def _request(
-    module: str, inp: ModuleInput, evidence: list[Evidence], style: Style, max_tokens: int
+    module: str,
+    inp: ModuleInput,
+    evidence: list[Evidence],
+    style: Style,
+    max_tokens: int,
+    keep_evidence: bool = False,
 ) -> GenerationRequest:
     schema = schema_for(module, len(evidence)) if style in ("direct", "fewshot") else None
     stop: tuple[str, ...] = ("</answer>",) if style == "react" else ()
@@ -164,14 +181,14 @@ def _request(
         example = _case(module, example_inp, [], "fewshot").replace("(none)", _EXAMPLE_EVIDENCE)
         prompt = (
             f"{SYSTEM}\n\n{example}\nAnswer: {FEWSHOT_ANSWERS[module]}\n\n"
-            f"{_case(module, inp, evidence, style)}\nAnswer:"
+            f"{_case(module, inp, evidence, style, keep_evidence)}\nAnswer:"
         )
         return GenerationRequest(
             prompt=prompt, max_tokens=max_tokens, stop=("\n\n", *stop), json_schema=schema
         )
     messages = (
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": _case(module, inp, evidence, style)},
+        {"role": "user", "content": _case(module, inp, evidence, style, keep_evidence)},
     )
     return GenerationRequest(messages=messages, max_tokens=max_tokens, stop=stop, json_schema=schema)
 
@@ -244,6 +261,7 @@ def build_prompt(
     *,
     max_tokens: int,
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
+    keep_evidence: bool = False,
 ) -> BuiltPrompt:
     """Build the request for ``module`` in ``style``, truncating evidence to fit (module doc).
 
@@ -259,7 +277,7 @@ def build_prompt(
     evidence = list(inp.evidence)
 
     def fits(ev: list[Evidence]) -> tuple[bool, GenerationRequest]:
-        req = _request(module, inp, ev, style, max_tokens)
+        req = _request(module, inp, ev, style, max_tokens, keep_evidence)
         return _prompt_tokens(req, llm) <= budget, req
 
     ok, req = fits(evidence)

@@ -62,10 +62,39 @@ def test_unknown_benchmark_template() -> None:
 
 @pytest.mark.parametrize(
     ("raw", "clean"),
-    [("  Paris\n", "Paris"), ('"Paris"', "Paris"), ("Short answer: 7 May 2023", "7 May 2023"), ("", "")],
+    [
+        ("  Paris\n", "Paris"),
+        ('"Paris"', "Paris"),
+        ("Short answer: 7 May 2023", "7 May 2023"),
+        ("", ""),
+        # real SmolLM2-135M outputs on LoCoMo (issue #13): the preamble must not be scored
+        ('The answer to the question is: "dave"', "dave"),
+        ("The answer is:", ""),
+        ("The answer is:\n\n7 May 2023", "7 May 2023"),
+        ("Answer: **yes**", "yes"),
+        ("The answer is Paris", "Paris"),
+        ("Based on the memory, she went to Paris", "she went to Paris"),
+        # answers that merely start with the word are kept whole
+        ("answer the phone", "answer the phone"),
+        ("Answering machines", "Answering machines"),
+    ],
 )
 def test_clean_answer(raw: str, clean: str) -> None:
     assert clean_answer(raw) == clean
+
+
+@pytest.mark.parametrize("raw", ["The answer is:", "Short answer:", '""', "   "])
+def test_empty_answer_after_cleaning_is_a_counted_failure(raw: str) -> None:
+    gen = AnswerGenerator(CachedLLM(FakeBackend(responder=lambda _r: raw), None), "locomo")
+    answer, cost = gen.answer(Q, "Ann said, ...")
+    assert answer == "" and cost.failures == 1 and cost.calls == 1
+
+
+def test_real_answer_is_not_a_failure() -> None:
+    backend = FakeBackend(responder=lambda _r: 'The answer is: "dave"')
+    gen = AnswerGenerator(CachedLLM(backend, None), "locomo")
+    answer, cost = gen.answer(Q, "Ann said, ...")
+    assert answer == "dave" and cost.failures == 0
 
 
 def test_answer_many_batches_in_order() -> None:

@@ -166,3 +166,39 @@ def test_capacity_uses_each_tiers_model_and_fewshot_for_base_models():
 def test_capacity_requires_all_three_llms():
     with pytest.raises(ValueError, match="missing"):
         build_capacity({"low": CachedLLM(FakeBackend())}, CostModel())
+
+
+def test_keep_evidence_filter_puts_selection_first_and_pads_to_k():
+    out = _tier("filter", lambda r: '{"relevant": [3]}', filter_k=3, keep_evidence=True)(_inp("filter"))
+    assert [e.chunk_id for e in out.value] == ["c2", "c0", "c1"] and not out.degraded
+    # without the option the same reply keeps only the selection
+    out = _tier("filter", lambda r: '{"relevant": [3]}', filter_k=3)(_inp("filter"))
+    assert [e.chunk_id for e in out.value] == ["c2"]
+
+
+def test_keep_evidence_summary_puts_notes_in_front_of_the_template_memory():
+    seen = []
+
+    def reply(req):
+        seen.append(req.messages[1]["content"])
+        return "Alice adopted cat 2 on 8 May 2023.\nAnswer: cat 2"
+
+    out = _tier("summary", reply, keep_evidence=True)(_inp("summary"))
+    assert out.value.startswith("Notes: Alice adopted cat 2 on 8 May 2023.\nAnswer: cat 2\n\n")
+    # every evidence chunk the template (LOW) shows is still there, with the question
+    assert all(f"cat number {i}" in out.value for i in range(4))
+    assert "Which cats did Alice adopt?" in out.value
+    assert "quote the exact words" in seen[0]  # the answer-oriented ask
+    plain = _tier("summary", lambda r: "Alice adopted cats.")(_inp("summary"))
+    assert plain.value == "Alice adopted cats."
+
+
+def test_keep_evidence_is_a_strategy_option():
+    from memory import get_encoder
+    from modules.strategies.implementation import build_implementation
+
+    llm = CachedLLM(FakeBackend())
+    mods = build_implementation({"high": llm}, CostModel(), get_encoder("hashing"), keep_evidence=True)
+    assert mods["summary"]._tiers[Tier.HIGH].config.keep_evidence is True
+    with pytest.raises(TypeError, match="unknown options"):
+        build_implementation({"high": llm}, CostModel(), get_encoder("hashing"), keep_evidenc=True)

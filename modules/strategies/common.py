@@ -33,11 +33,12 @@ def llm_config(opts: Mapping[str, Any], style: str) -> LLMTierConfig:
         max_tokens=dict(opts["max_tokens"]) if opts.get("max_tokens") else None,
         max_prompt_tokens=int(opts.get("max_prompt_tokens", LLMTierConfig.max_prompt_tokens)),
         filter_k=int(opts.get("module_topk", LLMTierConfig.filter_k)),
+        keep_evidence=bool(opts.get("keep_evidence", False)),
     )
 
 
 #: Options every strategy accepts (passed through ``build_pipeline(**opts)``).
-COMMON_OPTIONS = frozenset({"module_topk", "max_tokens", "max_prompt_tokens"})
+COMMON_OPTIONS = frozenset({"module_topk", "max_tokens", "max_prompt_tokens", "keep_evidence"})
 
 
 def check_options(strategy: str, opts: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:

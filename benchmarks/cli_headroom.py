@@ -1,0 +1,196 @@
+"""``python evaluate.py headroom``: answer quality per context (gold, raw top-k, fixed tier paths).
+
+Example (the default config; add ``--set`` overrides or ``--experiment cpu_quality``)::
+
+    python evaluate.py headroom --benchmark locomo --split test --limit 24
+    python evaluate.py headroom --benchmark locomo --split test --limit 100 --experiment cpu_quality
+
+Questions are the split's question bank, cut to ``--limit`` *stratified by category*. Every
+context answers the same questions with the same answerer; records are cached per context under
+``<out>/records/<fingerprint>/<split>/`` (the fingerprint hashes the evaluation-relevant config,
+data checksums and code versions), so an interrupted run resumes and a re-run only prints.
+Writes ``headroom.csv``, ``headroom.json`` (rows, per-category F1, metadata) and ``headroom.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
+from benchmarks.frontier_config import resolve_config
+from benchmarks.frontier_runner import RecordStore, record_fingerprint, safe_id
+from benchmarks.headroom import (
+    default_scorer,
+    evaluate_context,
+    format_categories,
+    format_headroom,
+    gold_texts,
+    plot_headroom,
+    select_contexts,
+    stratified,
+    summarise_headroom,
+)
+from common.atomic import atomic_write_json, atomic_write_with
+from common.datadir import PROJECT_ROOT
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the headroom command's options."""
+    a = parser.add_argument
+    a(
+        "--benchmark",
+        default=None,
+        help="locomo | longmemeval | longmemeval_oracle | hotpotqa (default: config's)",
+    )
+    a("--split", default="test", help="split (default test)")
+    a("--limit", type=int, default=None, help="at most N questions, stratified by category")
+    a("--contexts", default="all", help="comma list of contexts (default all; see --list-contexts)")
+    a("--no-single-module", action="store_true", help="skip the ten single-module changes from all-MID")
+    a("--list-contexts", action="store_true", help="print the context names and exit")
+    a("--experiment", default=None, help="configs/experiment/<name>.yaml applied before --set")
+    a("--config", default=None, help="resolved config YAML (default: configs/)")
+    a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+    a("--max-samples", type=int, default=None, help="use only the first N histories of the split")
+    a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
+    a("--boot-seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+    a("--alpha", type=float, default=DEFAULT_ALPHA, help="1 - confidence level of the intervals")
+    a("--out", default=None, help="output dir (default runs/headroom/<benchmark>-<split>[-<experiment>])")
+    a("--no-progress", action="store_true", help="hide progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate every context on the selected questions, then print and write the table."""
+    from envs.bank_config import question_bank_from
+    from envs.components import make_components
+
+    if args.list_contexts:
+        for c in select_contexts("all"):
+            print(c.name)
+        return 0
+    contexts = select_contexts(args.contexts, single_module=not args.no_single_module)
+    cfg = resolve_config(args, [])
+    cfg.setdefault("question_bank", {})["max_samples"] = args.max_samples
+    cfg["question_bank"]["limit"] = None
+    components = make_components(cfg)
+    try:
+        bench_name = str(components.benchmark)
+        items = question_bank_from(cfg, args.split, components.encoder, progress=not args.no_progress)
+        items = stratified(items, args.limit, lambda it: str(it.question.category))
+        return _run_with(args, cfg, components, items, contexts, bench_name)
+    finally:
+        components.close()
+
+
+def _run_with(
+    args: argparse.Namespace,
+    cfg: dict[str, Any],
+    components: Any,
+    items: list[Any],
+    contexts: list,
+    bench: str,
+) -> int:
+    from tqdm.auto import tqdm
+
+    from benchmarks.registry import get_benchmark
+    from common.provenance import data_checksums, run_metadata
+
+    benchmark = get_benchmark(
+        bench, data_dir=cfg.get("data_dir"), **dict((cfg["benchmark"] or {}).get("options") or {})
+    )
+    checksums = data_checksums(benchmark.data_files())
+    gold = gold_texts(benchmark.load(args.split)) if any(c.kind == "gold" for c in contexts) else {}
+    fp = record_fingerprint(cfg, checksums)
+    suffix = f"-{args.experiment}" if args.experiment else ""
+    out = Path(args.out or PROJECT_ROOT / "runs" / "headroom" / f"{bench}-{args.split}{suffix}")
+    store_dir = out / "records" / fp / args.split
+    qids = [str(it.question.question_id) for it in items]
+    scorer = components.scorer or default_scorer
+    records: dict[str, list[dict[str, Any]]] = {}
+    # Context by context (not question by question): consecutive calls of one context share the
+    # answer prompt's prefix, and a finished context is complete even if the run stops later.
+    for ctx in contexts:
+        store = RecordStore(store_dir / f"{safe_id(ctx.name)}.jsonl")
+        todo = [it for it in items if str(it.question.question_id) in set(store.missing(qids))]
+        for it in tqdm(todo, desc=ctx.name, unit="q", disable=args.no_progress):
+            store.add([evaluate_context(ctx, it, components, gold.get(it.question.question_id, ""), scorer)])
+            store.save()
+        records[ctx.name] = store.get(qids)
+
+    rows = summarise_headroom(records, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha)
+    meta = {
+        **run_metadata(cfg),
+        "benchmark": bench,
+        "split": args.split,
+        "limit": args.limit,
+        "experiment": args.experiment,
+        "n_questions": len(qids),
+        "question_ids_sha256": hashlib.sha256("\n".join(qids).encode()).hexdigest(),
+        "data_checksums": checksums,
+        "record_fingerprint": fp,
+        "answer_model": getattr(components.answerer.llm, "model_id", None),
+        "bootstrap": {"n_boot": args.n_boot, "seed": args.boot_seed, "alpha": args.alpha, "paired": True},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "headroom.json", {"rows": rows, "metadata": meta})
+
+    def write_csv(tmp: Path) -> None:
+        with open(tmp, "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(
+                [
+                    "context",
+                    "n",
+                    "f1",
+                    "f1_lo",
+                    "f1_hi",
+                    "df1_vs_low",
+                    "df1_lo",
+                    "df1_hi",
+                    "em",
+                    "containment",
+                    "context_chars",
+                    "context_tokens",
+                    "module_cost",
+                    "answer_cost",
+                    "failures",
+                ]
+            )
+            for r in rows:
+                d = r.get("vs_low", {}).get(
+                    "f1", {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")}
+                )
+                w.writerow(
+                    [
+                        r["context"],
+                        r["n"],
+                        r["f1"]["mean"],
+                        r["f1"]["lo"],
+                        r["f1"]["hi"],
+                        d["mean"],
+                        d["lo"],
+                        d["hi"],
+                        r["em"]["mean"],
+                        r["containment"]["mean"],
+                        r["context_chars"],
+                        r["context_tokens"]["mean"],
+                        r["module_cost"]["mean"],
+                        r["answer_cost"]["mean"],
+                        r["failures"],
+                    ]
+                )
+
+    atomic_write_with(out / "headroom.csv", write_csv)
+    title = f"{bench} / {args.split}: {len(qids)} questions" + (
+        f" ({args.experiment})" if args.experiment else ""
+    )
+    plot_headroom(rows, out / "headroom.png", title)
+    print(f"\n{title}; answerer {meta['answer_model']}\n")
+    print(format_headroom(rows))
+    print()
+    print(format_categories(rows))
+    print(f"\nwrote {out}/: headroom.csv, headroom.json, headroom.png")
+    return 0

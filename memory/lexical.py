@@ -1,0 +1,194 @@
+"""BM25 lexical channel of the tiered memory (hybrid lexical + dense retrieval).
+
+Why: on LoCoMo the answer's evidence turns share rare words with the question (names, places,
+objects: "Prius", "Jasper", "pottery") that MiniLM blurs. Measured on LoCoMo test
+(``evaluate.py retrieval``, 128-token chunks): dense top-5 evidence recall 0.44, BM25 alone 0.68,
+the fused ranking 0.72 (RESULTS.md, "Retrieval ablation").
+
+The index is `bm25s <https://github.com/xhluca/bm25s>`_ over Porter-stemmed, stop-word-free
+tokens of each item's text plus chosen metadata fields (the session date by default, so that
+"in May 2023" in a question matches items said in May 2023). bm25s indexes are static, so the
+memory rebuilds it lazily on the first query after any tier changed (:class:`memory.TieredMemory`);
+a memory is usually filled once and queried many times (benchmarks), and indexing ~1,000 items
+takes a few milliseconds. Scores are computed for all live items at once (one sparse row sum).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from nltk.stem import PorterStemmer
+
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
+#: Function words that carry no evidence (questions are full of them).
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "done",
+        "what",
+        "when",
+        "where",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "how",
+        "why",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "with",
+        "and",
+        "or",
+        "but",
+        "from",
+        "by",
+        "about",
+        "as",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "i",
+        "you",
+        "he",
+        "she",
+        "they",
+        "we",
+        "his",
+        "her",
+        "hers",
+        "their",
+        "theirs",
+        "my",
+        "your",
+        "our",
+        "me",
+        "him",
+        "them",
+        "us",
+        "has",
+        "have",
+        "had",
+        "having",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "any",
+        "some",
+        "into",
+        "than",
+        "then",
+        "there",
+        "here",
+        "not",
+        "no",
+        "yes",
+        "so",
+        "if",
+        "also",
+        "just",
+        "very",
+        "too",
+        "said",
+        "says",
+        "say",
+    ]
+)
+
+
+_PORTER = PorterStemmer()  # pure Python, needs no nltk data download
+
+
+@lru_cache(maxsize=200_000)
+def _stem(word: str) -> str:
+    return _PORTER.stem(word)
+
+
+def lexical_tokens(text: str) -> list[str]:
+    """Lower-cased, stop-word-free, Porter-stemmed word tokens (digits kept: years, counts)."""
+    return [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOP_WORDS]
+
+
+def lexical_text(text: str, metadata: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """The text indexed for an item: its text plus the string values of ``fields`` in metadata."""
+    extra = [str(metadata[f]) for f in fields if metadata.get(f) not in (None, "")]
+    return " ".join([*extra, text])
+
+
+class LexicalIndex:
+    """BM25 over a fixed set of items, addressed by item id (rebuilt, never edited, see module doc).
+
+    Args:
+        item_ids: Item ids, aligned with ``texts``.
+        texts: The indexed text of each item (see :func:`lexical_text`).
+        k1: BM25 term-frequency saturation.
+        b: BM25 length normalisation.
+    """
+
+    def __init__(
+        self, item_ids: Sequence[int], texts: Sequence[str], k1: float = 1.2, b: float = 0.75
+    ) -> None:
+        import bm25s  # imported here: only memories with a lexical channel need it
+
+        self.item_ids = np.asarray(item_ids, dtype=np.int64)
+        self.vocab: dict[str, int] = {}
+        # bm25s mis-counts an empty document; a placeholder token keeps such a row at score 0.
+        docs = [
+            [self.vocab.setdefault(t, len(self.vocab)) for t in (lexical_tokens(x) or ["\x00"])]
+            for x in texts
+        ]
+        self._bm25: Any = None
+        if docs:
+            self._bm25 = bm25s.BM25(k1=k1, b=b)
+            self._bm25.index(bm25s.tokenization.Tokenized(ids=docs, vocab=self.vocab), show_progress=False)
+
+    def __len__(self) -> int:
+        return len(self.item_ids)
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every item for ``query``, aligned with :attr:`item_ids`.
+
+        All zeros when the query shares no indexed word with the items.
+        """
+        q = [self.vocab[t] for t in dict.fromkeys(lexical_tokens(query)) if t in self.vocab]
+        if self._bm25 is None or not q:
+            return np.zeros(len(self.item_ids), dtype=np.float64)
+        return np.asarray(self._bm25.get_scores(q), dtype=np.float64)
+
+
+def zscore(values: np.ndarray) -> np.ndarray:
+    """Standardise scores so two channels can be mixed (a constant array maps to zeros)."""
+    std = float(values.std()) if len(values) else 0.0
+    if std <= 1e-12:
+        return np.zeros(len(values), dtype=np.float64)
+    return (values - values.mean()) / std
