@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--benchmark",
         default=None,
-        help="locomo | longmemeval | longmemeval_oracle | hotpotqa (default: config's)",
+        help="locomo | longmemeval | longmemeval_oracle | hotpotqa | custom (default: config's)",
     )
     a("--split", default="test", help="split to evaluate on (default test)")
     a(
@@ -168,7 +168,9 @@ def _data_checksums(cfg: dict[str, Any], benchmark: str) -> dict[str, str]:
     from common.provenance import data_checksums
 
     try:
-        return data_checksums(get_benchmark(benchmark, data_dir=cfg.get("data_dir")).data_files())
+        named = cfg.get("benchmark")
+        opts = dict((named.get("options") or {}) if isinstance(named, dict) else {})
+        return data_checksums(get_benchmark(benchmark, data_dir=cfg.get("data_dir"), **opts).data_files())
     except (KeyError, ValueError, FileNotFoundError):
         return {}  # e.g. the synthetic test benchmark, which has no data files
 

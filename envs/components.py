@@ -64,7 +64,7 @@ from typing import Any
 from envs.observation import ObservationBuilder, ObservationSpec
 
 #: Benchmarks the env can run (the registry in benchmarks.registry may know more loaders).
-BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa")
+BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa", "custom")
 
 #: Keys allowed in the strictly checked sections.
 _SECTION_KEYS: dict[str, set[str]] = {
