@@ -295,7 +295,7 @@ class CustomBenchmark(Benchmark):
         split_ratio: Sequence[float] = DEFAULT_SPLIT_RATIO,
         split_seed: int = 0,
     ) -> None:
-        if not path:
+        if not path or path == "???":  # "???" is configs/benchmark/custom.yaml's unset marker
             raise ValueError(
                 "benchmark=custom needs benchmark.options.path=<your .jsonl/.parquet/.csv or dir>"
             )
