@@ -6,6 +6,7 @@ Commands (each lives next to the concept it evaluates; this file only dispatches
 * ``retrieval``  Evidence recall@k of the tiered memory on a QA benchmark split.
 * ``describe``   Counts of a benchmark's histories, questions, splits and categories.
 * ``frontier``   Cost-quality frontier of router checkpoints against fixed-tier baselines.
+* ``export``     Episode records, question banks or frontier results as a ``datasets`` Dataset.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "retrieval": ("benchmarks.cli_retrieval", "evidence recall@k of the tiered memory"),
     "describe": ("benchmarks.cli_describe", "counts of a benchmark's data"),
     "frontier": ("benchmarks.cli_frontier", "cost-quality frontier of routers vs baselines"),
+    "export": ("benchmarks.cli_export", "records, question banks or frontier results as a datasets Dataset"),
 }
 
 

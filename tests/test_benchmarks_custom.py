@@ -198,7 +198,7 @@ def _first(**changes: Any) -> list[dict[str, Any]]:
         (_first(split="holdout"), r"row 0 \(history ana\): field 'split': unknown split 'holdout'"),
         (_first(abstention="maybe"), r"field 'abstention': expected true/false"),
         (
-            _first(question_id="dup") + [{**example_rows()[1], "question_id": "dup"}],
+            [*_first(question_id="dup"), {**example_rows()[1], "question_id": "dup"}],
             r"field 'question_id': question id 'dup' repeats",
         ),
     ],
@@ -232,9 +232,9 @@ def test_file_level_errors(tmp_path: Path) -> None:
     bad.write_text(EXAMPLE.read_text().splitlines()[0] + "\n{not json\n")
     with pytest.raises(DataFileError, match=r"broken\.jsonl: record at line 2: field <json>"):
         load_all(bad)
-    with pytest.raises(DataFileError, match="custom benchmark data not found: 'nope.jsonl'"):
+    with pytest.raises(DataFileError, match=r"custom benchmark data not found: 'nope\.jsonl'"):
         get_benchmark("custom", path="nope.jsonl")
-    with pytest.raises(ValueError, match="needs benchmark.options.path"):
+    with pytest.raises(ValueError, match=r"needs benchmark\.options\.path"):
         get_benchmark("custom")
     with pytest.raises(ValueError, match="split_ratio must be"):
         get_benchmark("custom", path=str(EXAMPLE), split_ratio=[0.5, 0.5, 0.5])
