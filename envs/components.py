@@ -196,6 +196,10 @@ def encoder_name(cfg: Mapping[str, Any]) -> str:
 
 
 def _merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
+    if override and "name" in override and override["name"] != base.get("name"):
+        # Another backend shares no constructor options with the base one (a llama.cpp n_threads
+        # means nothing to an OpenAI-compatible endpoint): the override stands alone.
+        return copy.deepcopy(dict(override))
     out = copy.deepcopy(dict(base))
     out.update(copy.deepcopy(dict(override or {})))
     return out

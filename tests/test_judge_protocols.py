@@ -206,3 +206,28 @@ def test_config_chooses_the_protocol_and_rejects_unknown_ones() -> None:
         comps.close()
     with pytest.raises(ConfigError, match=r"judge\.protocol: unknown judge protocol 'j'"):
         make_components({**cfg, "judge": {"enabled": True, "protocol": "j"}})
+
+
+def test_judge_backend_can_be_any_openai_compatible_endpoint() -> None:
+    from envs.components import make_components
+
+    cfg = {
+        "benchmark": {"name": "locomo"},
+        "strategy": {"name": "implementation"},
+        "encoder": "hashing",
+        # A base-backend option (latency_s) that the OpenAI backend does not take must not leak into it.
+        "backend": {"name": "fake", "latency_s": 0.0},
+        "cache": {"path": None},
+        "judge": {
+            "enabled": True,
+            "protocol": "locomo",
+            "backend": {"name": "openai", "model": "judge-7b", "base_url": "http://127.0.0.1:9/v1"},
+        },
+    }
+    comps = make_components(cfg)
+    try:
+        backend = comps.judge.llm.backend
+        assert type(backend).__name__ == "OpenAIBackend" and backend.base_url == "http://127.0.0.1:9/v1"
+        assert backend.model == "judge-7b" and comps.llms["answer"].backend.model_id == "fake-llm"
+    finally:
+        comps.close()
