@@ -20,13 +20,12 @@ does not judge (LoCoMo's adversarial category under ``locomo``) is *excluded*: n
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from benchmarks.judge_protocol import JudgeProtocol, hash_templates
+from benchmarks.judge_protocol import JudgeProtocol, hash_templates, json_object
 from benchmarks.types import Question
 from modules.backends.base import GenerationRequest
 from modules.cache import CachedLLM
@@ -102,14 +101,8 @@ def parse_judge_output(raw: str) -> tuple[float, str]:
     Raises:
         ValueError: If no valid score in {0, 0.5, 1} can be read.
     """
-    start, end = raw.find("{"), raw.rfind("}")
-    obj = None
-    if start != -1 and end > start:
-        try:
-            obj = json.loads(raw[start : end + 1])
-        except json.JSONDecodeError:
-            obj = None
-    if isinstance(obj, dict) and "score" in obj:
+    obj = json_object(raw)
+    if obj is not None and "score" in obj:
         value, explanation = obj["score"], str(obj.get("explanation", ""))
     else:
         m = _SCORE_RE.search(raw)
@@ -136,10 +129,6 @@ class BudgetMemJudge(JudgeProtocol):
     def templates(self) -> dict[str, str]:
         """The one template."""
         return {"default": JUDGE_PROMPT}
-
-    def template_key(self, question: Question) -> str:
-        """Always ``default``."""
-        return "default"
 
     def parse(self, raw: str) -> tuple[float, str]:
         """See :func:`parse_judge_output`."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -53,9 +54,9 @@ class JudgeProtocol(abc.ABC):
     def templates(self) -> dict[str, str]:
         """Every prompt template, by key (format fields ``question``, ``gold``, ``prediction``)."""
 
-    @abc.abstractmethod
     def template_key(self, question: Question) -> str:
-        """The key of the template used for ``question``."""
+        """The key of the template used for ``question`` (``default`` for one-template protocols)."""
+        return "default"
 
     @abc.abstractmethod
     def parse(self, raw: str) -> tuple[float, str]:
@@ -98,3 +99,19 @@ def one_label(raw: str, labels: Mapping[str, float], what: str, first_word: bool
         shown = "none" if not found else " and ".join(sorted(found))
         raise ValueError(f"{what}: expected one of {sorted(labels)} in {raw[:80]!r}, found {shown}")
     return keys[found.pop()]
+
+
+def json_object(raw: str) -> dict[str, Any] | None:
+    """The JSON object between the first ``{`` and the last ``}`` of ``raw``, or None.
+
+    Judges often wrap the object in code fences or chatter; None when there is no object or it does
+    not decode.
+    """
+    start, end = raw.find("{"), raw.rfind("}")
+    if start == -1 or end <= start:
+        return None
+    try:
+        obj = json.loads(raw[start : end + 1])
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None

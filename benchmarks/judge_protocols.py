@@ -22,10 +22,9 @@ without exactly one label is a counted failure, never a silent score.
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-from benchmarks.judge_protocol import JudgeProtocol, one_label
+from benchmarks.judge_protocol import JudgeProtocol, json_object, one_label
 from benchmarks.types import Question
 
 LOCOMO_PROMPT = """You grade an answer to a question about a long conversation between two people.
@@ -116,10 +115,6 @@ class LoCoMoJudge(JudgeProtocol):
         """The one template."""
         return {"default": LOCOMO_PROMPT}
 
-    def template_key(self, question: Question) -> str:
-        """Always ``default``."""
-        return "default"
-
     def excluded(self, question: Question) -> str | None:
         """Adversarial questions are not judged (as in the published LoCoMo J scores)."""
         if str(question.category).lower() in ADVERSARIAL_CATEGORIES:
@@ -132,17 +127,12 @@ class LoCoMoJudge(JudgeProtocol):
         Raises:
             ValueError: For no label, both labels, or another label value.
         """
-        start, end = raw.find("{"), raw.rfind("}")
-        if start != -1 and end > start:
-            try:
-                obj = json.loads(raw[start : end + 1])
-            except json.JSONDecodeError:
-                obj = None
-            if isinstance(obj, dict) and "label" in obj:
-                label = str(obj["label"]).strip().upper()
-                if label not in ("CORRECT", "WRONG"):
-                    raise ValueError(f"judge label {obj['label']!r} is not CORRECT or WRONG")
-                return (1.0 if label == "CORRECT" else 0.0), str(obj.get("explanation", ""))
+        obj = json_object(raw)
+        if obj is not None and "label" in obj:
+            label = str(obj["label"]).strip().upper()
+            if label not in ("CORRECT", "WRONG"):
+                raise ValueError(f"judge label {obj['label']!r} is not CORRECT or WRONG")
+            return (1.0 if label == "CORRECT" else 0.0), str(obj.get("explanation", ""))
         # The prompt family forbids naming both labels: output with both is a failure, whatever comes first.
         return one_label(raw, {"CORRECT": 1.0, "WRONG": 0.0}, "locomo judge", first_word=False), ""
 
