@@ -243,3 +243,15 @@ def test_file_level_errors(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_text("hi")
     with pytest.raises(DataFileError, match="unknown data format"):
         load_all(tmp_path / "x.txt")
+
+
+def test_describe_command_takes_loader_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from evaluate import main
+
+    argv = ["describe", "--benchmark", "custom", "--option", f"path={EXAMPLE}", "--option", "split_seed=3"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    all_row = next(line.split() for line in out.splitlines() if line.startswith("all "))
+    assert all_row[1:6] == ["5", "15", "10", "40", "14"] and "custom_example.jsonl  sha256" in out
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        main(["describe", "--benchmark", "custom", "--option", "path"])
