@@ -7,6 +7,7 @@ Commands (each lives next to the concept it evaluates; this file only dispatches
 * ``describe``   Counts of a benchmark's histories, questions, splits and categories.
 * ``frontier``   Cost-quality frontier of router checkpoints against fixed-tier baselines.
 * ``headroom``   Answer quality per context (gold evidence, raw top-k, fixed tier paths).
+* ``export``     Episode records, question banks or frontier results as a ``datasets`` Dataset.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "describe": ("benchmarks.cli_describe", "counts of a benchmark's data"),
     "frontier": ("benchmarks.cli_frontier", "cost-quality frontier of routers vs baselines"),
     "headroom": ("benchmarks.cli_headroom", "answer quality per context: gold, raw top-k, fixed tier paths"),
+    "export": ("benchmarks.cli_export", "records, question banks or frontier results as a datasets Dataset"),
 }
 
 

@@ -58,6 +58,11 @@ ANSWER_TEMPLATES: dict[str, AnswerTemplate] = {
     ),
 }
 ANSWER_TEMPLATES["longmemeval_oracle"] = ANSWER_TEMPLATES["longmemeval"]
+# Your own data (benchmarks.custom): dialogue or documents, with the question date when the data has one.
+ANSWER_TEMPLATES["custom"] = AnswerTemplate(
+    "Use the memory below (past conversations or documents) to answer the question. " + _SHORT,
+    "Current date: {question_date}\nQuestion: {question}\nShort answer:",
+)
 
 
 def template_for(benchmark: str) -> AnswerTemplate:

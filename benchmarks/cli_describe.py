@@ -3,7 +3,9 @@
 Prints histories, questions, sessions, turns, questions with gold evidence, abstention
 questions and the category breakdown for each split, plus the sha256 of every file read and
 the split question ids missing from the file (LongMemEval_S lacks two). ``--json`` writes the
-same numbers as JSON.
+same numbers as JSON. ``--option KEY=VALUE`` passes loader options, e.g.
+``--benchmark hotpotqa --option file=hotpot_dev_distractor_v1.json`` or
+``--benchmark custom --option path=my_data.jsonl``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from typing import Any
 
 from benchmarks.base import SPLITS
+from benchmarks.cli_options import add_option_argument, parse_options
 from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_json
 
@@ -25,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--include-adversarial", action="store_true", help="LoCoMo: also count category 5 (adversarial)"
     )
     parser.add_argument("--json", default=None, help="also write the counts to this JSON file")
+    add_option_argument(parser)
 
 
 def format_table(info: dict[str, Any]) -> str:
@@ -51,6 +55,7 @@ def format_table(info: dict[str, Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print the counts; returns 0."""
     opts: dict[str, Any] = {"include_adversarial": True} if args.include_adversarial else {}
+    opts.update(parse_options(args.option))
     if args.include_adversarial and args.benchmark != "locomo":
         raise SystemExit("--include-adversarial applies to --benchmark locomo only")
     bench = get_benchmark(args.benchmark, data_dir=args.data_dir, **opts)

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--benchmark",
         default=None,
-        help="locomo | longmemeval | longmemeval_oracle | hotpotqa (default: config's)",
+        help="locomo | longmemeval | longmemeval_oracle | hotpotqa | custom (default: config's)",
     )
     a("--split", default="test", help="split to evaluate on (default test)")
     a(
@@ -93,6 +93,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--limit", type=int, default=None, help="evaluate at most N test questions (bank selection order)")
     a("--max-samples", type=int, default=None, help="use only the first N histories of the split")
     a("--judge", action="store_true", help="also score answers with the LLM judge (judge.enabled=true)")
+    a(
+        "--judge-protocol",
+        default=None,
+        choices=["budgetmem", "locomo", "longmemeval"],
+        help="judge protocol (implies --judge; default: the config's judge.protocol, else budgetmem); "
+        "the judge model is judge.backend (--set judge.backend.name=openai ...)",
+    )
     a("--val-split", default="val", help="split used to choose best-fixed")
     a("--val-limit", type=int, default=50, help="validation questions for the best-fixed search")
     a("--best-fixed-search", default="greedy", choices=SEARCH_METHODS)
@@ -128,8 +135,10 @@ def run(args: argparse.Namespace) -> int:
     # A training config may restrict histories (max_samples) for speed; evaluation uses the whole
     # split unless asked otherwise.
     qb["max_samples"] = args.max_samples
-    if args.judge:
+    if args.judge or args.judge_protocol:
         cfg["judge"] = {**(cfg.get("judge") or {}), "enabled": True}
+        if args.judge_protocol:
+            cfg["judge"]["protocol"] = args.judge_protocol
     _warn_config_mismatch(router_cfgs, ckpts)
     components = make_components(cfg)
     try:
@@ -168,7 +177,9 @@ def _data_checksums(cfg: dict[str, Any], benchmark: str) -> dict[str, str]:
     from common.provenance import data_checksums
 
     try:
-        return data_checksums(get_benchmark(benchmark, data_dir=cfg.get("data_dir")).data_files())
+        named = cfg.get("benchmark")
+        opts = dict((named.get("options") or {}) if isinstance(named, dict) else {})
+        return data_checksums(get_benchmark(benchmark, data_dir=cfg.get("data_dir"), **opts).data_files())
     except (KeyError, ValueError, FileNotFoundError):
         return {}  # e.g. the synthetic test benchmark, which has no data files
 
@@ -248,11 +259,9 @@ def run_with(
         quality_frac=args.quality_frac,
         cost_frac=args.cost_frac,
     )
-    judge_hash = None
-    if components.judge is not None:
-        from benchmarks.judge import PROMPT_HASH
-
-        judge_hash = PROMPT_HASH
+    judge = components.judge
+    judge_hash = getattr(judge, "prompt_hash", None) if judge is not None else None
+    judge_protocol = getattr(getattr(judge, "protocol", None), "name", None)
     meta = {
         **run_metadata(cfg),
         "benchmark": bench,
@@ -265,6 +274,7 @@ def run_with(
         "record_commits": record_commits,
         "checkpoints": ckpts,
         "judge_prompt_hash": judge_hash,
+        "judge_protocol": judge_protocol,
         "bootstrap": {
             "n_boot": args.n_boot,
             "seed": args.boot_seed,
@@ -286,6 +296,14 @@ def run_with(
     print()
     print(format_category_table(report))
     print()
+    if judge is not None:
+        # F1 and the judge side by side, per category, with the verdicts that failed counted.
+        print(format_category_table(report, "judge"))
+        print(
+            f"judge protocol {judge_protocol} (prompt {judge_hash}); failed verdicts (share): "
+            + ", ".join(f"{s.name} {s.metrics['judge_failed'].mean:.1%}" for s in summaries)
+        )
+        print()
     print("\n".join(verdict_lines(report)))
     print(f"\nwrote {out}/: frontier.csv, frontier.json, frontier.png, metadata.json")
     bad = [s.name for s in summaries if not math.isfinite(s.metrics[args.quality].mean)]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
+from benchmarks.cli_options import add_option_argument, parse_options
 from benchmarks.frontier_config import resolve_config
 from benchmarks.frontier_runner import RecordStore, record_fingerprint, safe_id
 from benchmarks.headroom import (
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--experiment", default=None, help="configs/experiment/<name>.yaml applied before --set")
     a("--config", default=None, help="resolved config YAML (default: configs/)")
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
+    add_option_argument(parser)
     a("--max-samples", type=int, default=None, help="use only the first N histories of the split")
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
     a("--boot-seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
@@ -73,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     contexts = select_contexts(args.contexts, single_module=not args.no_single_module)
     cfg = resolve_config(args, [])
+    if args.option:  # loader options (e.g. file=hotpot_dev_distractor_v1.json) on top of the config's
+        bench_cfg = cfg["benchmark"] if isinstance(cfg.get("benchmark"), dict) else {"name": cfg["benchmark"]}
+        bench_cfg["options"] = {**(bench_cfg.get("options") or {}), **parse_options(args.option)}
+        cfg["benchmark"] = bench_cfg
     cfg.setdefault("question_bank", {})["max_samples"] = args.max_samples
     cfg["question_bank"]["limit"] = None
     components = make_components(cfg)

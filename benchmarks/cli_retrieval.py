@@ -28,6 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks.chunking import GRANULARITIES, Chunk, ChunkingConfig, chunk_history
+from benchmarks.cli_options import add_option_argument, parse_options
 from benchmarks.embedding_cache import EmbeddingCache
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 from benchmarks.recall import evidence_hit, evidence_recall
@@ -88,6 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", default=None, help="benchmark data directory")
     parser.add_argument("--out", default="runs/retrieval", help="output directory")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    add_option_argument(parser)
 
 
 #: Pseudo-mode: exact cosine top-k over the chunk vectors, no TieredMemory (plain dense retrieval).
@@ -151,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         reranker=None if args.reranker in ("none", "") else args.reranker,
         encode_batch_size=args.batch_size,
     )
-    bench = get_benchmark(args.benchmark, data_dir=args.data_dir)
+    bench = get_benchmark(args.benchmark, data_dir=args.data_dir, **parse_options(args.option))
     samples = bench.load(args.split)
     if args.limit is not None:
         samples = samples[: args.limit]

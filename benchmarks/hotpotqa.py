@@ -6,9 +6,16 @@ paragraph's sentences with ids ``{title}#{sent_idx}``, exactly the keys of
 ``supporting_facts``, which become the question's ``evidence_ids``. The history's ``kind`` is
 ``"document"`` so that chunking renders paragraphs, not dialogue.
 
-Split (documented, deterministic, independent of file order): the questions sorted by
-``sha256(_id)`` (hex); the first 60% are ``train``, the next 20% ``val``, the rest ``test``
-(120/40/40 for the 200-question file).
+Files (``benchmark.options.file``, ``--option file=...`` on the command line; a relative name is
+looked up in the data directory): the default is the AFlow validation file
+(``hotpotqa_aflow_validate200.jsonl``, JSON Lines); the official
+``hotpot_dev_distractor_v1.json`` (a JSON list of 7,405 questions) or any other file in the same
+record format loads the same way, e.g. ``benchmark.options.file=hotpot_dev_distractor_v1.json``.
+
+Split (documented, deterministic, independent of file order, the same rule for every file): the
+questions sorted by ``sha256(_id)`` (hex); the first ``round(0.6 n)`` are ``train``, the next
+``round(0.2 n)`` ``val``, the rest ``test`` (120/40/40 for the 200-question AFlow file,
+4,443/1,481/1,481 for the official dev file).
 """
 
 from __future__ import annotations

@@ -1,23 +1,31 @@
-"""LLM-as-judge with a fixed, versioned prompt.
+"""LLM-as-judge with fixed, versioned prompts, under a choice of protocol.
 
-The judge sees the question, the gold answer and the prediction and must reply with JSON
-``{"explanation": str, "score": 0 | 0.5 | 1}``. :data:`PROMPT_HASH` (sha256 of the prompt
-template and the version tag) is recorded with every result, so scores from different
-prompts are never mixed silently.
+Protocols (``judge.protocol`` in configs, :data:`PROTOCOLS`):
+
+* ``budgetmem`` (default): BudgetMem's graded judge. It sees the question, the gold answer and
+  the prediction and must reply with JSON ``{"explanation": str, "score": 0 | 0.5 | 1}``.
+* ``locomo`` and ``longmemeval``: the binary judges of :mod:`benchmarks.judge_protocols`.
+
+The protocol's prompt hash (sha256 of its version tag and templates; :data:`PROMPT_HASH` for the
+default) is recorded with every result, so scores from different prompts are never mixed
+silently. The judge model is any backend (``judge.backend`` overrides: a local model or any
+OpenAI-compatible endpoint through the ``openai`` backend).
 
 A call that errors or whose output cannot be parsed is a *failure*: ``score=None`` and
 ``failed=True``. It is counted, never turned into a 0 (BudgetMem scores parse failures as 0,
-which biases judge means downward whenever the judge misbehaves).
+which biases judge means downward whenever the judge misbehaves). A question the protocol
+does not judge (LoCoMo's adversarial category under ``locomo``) is *excluded*: no call,
+``score=None``, ``failed=False``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from benchmarks.judge_protocol import JudgeProtocol, hash_templates, json_object
 from benchmarks.types import Question
 from modules.backends.base import GenerationRequest
 from modules.cache import CachedLLM
@@ -41,7 +49,7 @@ GOLD answer: {gold}
 RESPONSE: {prediction}"""
 
 #: Identifies the exact judging instructions; stored with every judge score.
-PROMPT_HASH = hashlib.sha256(f"{PROMPT_VERSION}\n{JUDGE_PROMPT}".encode()).hexdigest()[:16]
+PROMPT_HASH = hash_templates(PROMPT_VERSION, {"default": JUDGE_PROMPT})
 
 VALID_SCORES = (0.0, 0.5, 1.0)
 
@@ -64,8 +72,10 @@ class JudgeResult:
         raw: The judge's raw output ("" on a call error).
         explanation: The judge's explanation (if parsed).
         error: Why it failed.
-        prompt_hash: :data:`PROMPT_HASH` of the prompt used.
+        prompt_hash: Hash of the protocol's prompts (:data:`PROMPT_HASH` for ``budgetmem``).
         cost: What the judge call cost.
+        protocol: The protocol's name.
+        excluded: The protocol does not judge this question (no call was made).
     """
 
     score: float | None
@@ -75,6 +85,8 @@ class JudgeResult:
     error: str | None = None
     prompt_hash: str = PROMPT_HASH
     cost: Cost | None = None
+    protocol: str = "budgetmem"
+    excluded: bool = False
 
 
 def parse_judge_output(raw: str) -> tuple[float, str]:
@@ -89,14 +101,8 @@ def parse_judge_output(raw: str) -> tuple[float, str]:
     Raises:
         ValueError: If no valid score in {0, 0.5, 1} can be read.
     """
-    start, end = raw.find("{"), raw.rfind("}")
-    obj = None
-    if start != -1 and end > start:
-        try:
-            obj = json.loads(raw[start : end + 1])
-        except json.JSONDecodeError:
-            obj = None
-    if isinstance(obj, dict) and "score" in obj:
+    obj = json_object(raw)
+    if obj is not None and "score" in obj:
         value, explanation = obj["score"], str(obj.get("explanation", ""))
     else:
         m = _SCORE_RE.search(raw)
@@ -113,54 +119,108 @@ def parse_judge_output(raw: str) -> tuple[float, str]:
     raise ValueError(f"judge score {score} not in {{0, 0.5, 1}}")
 
 
+class BudgetMemJudge(JudgeProtocol):
+    """BudgetMem's graded 0 / 0.5 / 1 judge (:data:`JUDGE_PROMPT`, :func:`parse_judge_output`)."""
+
+    name: ClassVar[str] = "budgetmem"
+    version: ClassVar[str] = PROMPT_VERSION
+    json_schema: ClassVar[dict[str, Any] | None] = JUDGE_SCHEMA
+
+    def templates(self) -> dict[str, str]:
+        """The one template."""
+        return {"default": JUDGE_PROMPT}
+
+    def parse(self, raw: str) -> tuple[float, str]:
+        """See :func:`parse_judge_output`."""
+        return parse_judge_output(raw)
+
+
+def _protocols() -> dict[str, JudgeProtocol]:
+    from benchmarks.judge_protocols import LoCoMoJudge, LongMemEvalJudge
+
+    return {p.name: p for p in (BudgetMemJudge(), LoCoMoJudge(), LongMemEvalJudge())}
+
+
+#: name -> protocol (``judge.protocol`` in configs).
+PROTOCOLS: dict[str, JudgeProtocol] = _protocols()
+
+
+def get_protocol(name: str | JudgeProtocol | None) -> JudgeProtocol:
+    """The protocol called ``name`` (None: ``budgetmem``; a protocol instance is returned as is).
+
+    Raises:
+        KeyError: For an unknown name (the message lists the known ones).
+    """
+    if isinstance(name, JudgeProtocol):
+        return name
+    key = name or "budgetmem"
+    if key not in PROTOCOLS:
+        raise KeyError(f"unknown judge protocol {key!r}: expected one of {', '.join(sorted(PROTOCOLS))}")
+    return PROTOCOLS[key]
+
+
 class Judge:
     """Scores predictions with an LLM through the call cache.
 
     Args:
         llm: The judge model (any backend wrapped in :class:`~modules.cache.CachedLLM`).
         cost_model: Prices the judge calls (default: GFLOPs).
-        max_tokens: Generation cap of a verdict.
-        use_schema: Ask the backend to constrain output to :data:`JUDGE_SCHEMA` where supported.
+        max_tokens: Generation cap of a verdict (default: the protocol's).
+        use_schema: Ask the backend to constrain output to the protocol's JSON schema where supported.
+        protocol: A protocol name or instance (default ``budgetmem``).
     """
 
     def __init__(
         self,
         llm: CachedLLM,
         cost_model: CostModel | None = None,
-        max_tokens: int = 160,
+        max_tokens: int | None = None,
         use_schema: bool = True,
+        protocol: str | JudgeProtocol | None = None,
     ) -> None:
         self.llm = llm
         self.cost_model = cost_model or CostModel()
-        self.max_tokens = max_tokens
+        self.protocol = get_protocol(protocol)
+        self.max_tokens = self.protocol.max_tokens if max_tokens is None else max_tokens
         self.use_schema = use_schema
+        self.prompt_hash = self.protocol.prompt_hash
 
     def request(self, question: Question, prediction: str) -> GenerationRequest:
         """The generation request judging ``prediction`` for ``question``."""
-        prompt = JUDGE_PROMPT.format(question=question.question, gold=question.answer, prediction=prediction)
         return GenerationRequest(
-            messages=({"role": "user", "content": prompt},),
+            messages=({"role": "user", "content": self.protocol.prompt(question, prediction)},),
             max_tokens=self.max_tokens,
-            json_schema=JUDGE_SCHEMA if self.use_schema else None,
+            json_schema=self.protocol.json_schema if self.use_schema else None,
         )
 
+    def _result(self, score: float | None, failed: bool, raw: str, **kw: Any) -> JudgeResult:
+        name = self.protocol.name
+        return JudgeResult(score, failed, raw, prompt_hash=self.prompt_hash, protocol=name, **kw)
+
     def judge_many(self, items: Sequence[tuple[Question, str]]) -> list[JudgeResult]:
-        """Judge a batch of ``(question, prediction)`` pairs (one backend batch)."""
-        requests = [self.request(q, p) for q, p in items]
-        results = self.llm.generate(requests, tags={"module": "judge", "prompt": PROMPT_HASH})
-        out = []
-        for res in results:
+        """Judge a batch of ``(question, prediction)`` pairs in one backend batch (excluded: no call)."""
+        out: list[JudgeResult | None] = []
+        todo: list[tuple[int, Question, str]] = []
+        for q, p in items:
+            reason = self.protocol.excluded(q)
+            out.append(self._result(None, False, "", error=reason, excluded=True) if reason else None)
+            if not reason:
+                todo.append((len(out) - 1, q, p))
+        requests = [self.request(q, p) for _, q, p in todo]
+        tags = {"module": "judge", "prompt": self.prompt_hash}
+        results = self.llm.generate(requests, tags=tags) if requests else []
+        for (i, _, _), res in zip(todo, results, strict=True):
             cost = self.cost_model.llm(res)
             if not res.ok:
-                out.append(JudgeResult(None, True, res.text, error=res.error or "call failed", cost=cost))
+                out[i] = self._result(None, True, res.text, error=res.error or "call failed", cost=cost)
                 continue
             try:
-                score, explanation = parse_judge_output(res.text)
+                score, explanation = self.protocol.parse(res.text)
             except ValueError as exc:
-                out.append(JudgeResult(None, True, res.text, error=str(exc), cost=cost))
+                out[i] = self._result(None, True, res.text, error=str(exc), cost=cost)
                 continue
-            out.append(JudgeResult(score, False, res.text, explanation=explanation, cost=cost))
-        return out
+            out[i] = self._result(score, False, res.text, explanation=explanation, cost=cost)
+        return [r for r in out if r is not None]
 
     def judge(self, question: Question, prediction: str) -> JudgeResult:
         """Judge one prediction."""
@@ -172,7 +232,8 @@ def make_judge(
     *,
     cache_path: str | None = None,
     cost_model: CostModel | None = None,
-    max_tokens: int = 160,
+    max_tokens: int | None = None,
+    protocol: str | None = None,
     **backend_kwargs: object,
 ) -> Judge:
     """Build a :class:`Judge` on any registered backend (``modules.backends.get_backend``).
@@ -181,11 +242,13 @@ def make_judge(
         backend: Backend name (``"llamacpp"``, ``"transformers"``, ``"vllm"``, ``"openai"``, ``"fake"``).
         cache_path: Optional call-cache file (verdicts are replayed on later runs).
         cost_model: Prices the judge calls (default: GFLOPs).
-        max_tokens: Generation cap of a verdict.
+        max_tokens: Generation cap of a verdict (default: the protocol's).
+        protocol: ``budgetmem`` (default), ``locomo`` or ``longmemeval``.
         **backend_kwargs: Passed to the backend (e.g. ``model="qwen2.5-1.5b"``).
     """
     from modules.backends import get_backend
     from modules.cache import CallCache
 
     cache = CallCache(cache_path) if cache_path else None
-    return Judge(CachedLLM(get_backend(backend, **backend_kwargs), cache), cost_model, max_tokens=max_tokens)
+    llm = CachedLLM(get_backend(backend, **backend_kwargs), cache)
+    return Judge(llm, cost_model, max_tokens=max_tokens, protocol=protocol)

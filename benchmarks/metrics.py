@@ -13,7 +13,9 @@ Per-benchmark scoring (:func:`score_answer`):
   (the text after it is a justification, not the answer).
 * LoCoMo category 5 (adversarial, only when loaded): 1 if the prediction says the information
   is not available (``"no information available"`` / ``"not mentioned"``), else 0, as in LoCoMo.
-* Everything else (LoCoMo 2/4, LongMemEval, HotpotQA): token F1.
+* Everything else (LoCoMo 2/4, LongMemEval, HotpotQA, custom): token F1.
+* Several accepted answers (``Question.extra["answers"]``, a JSON list; custom data): the best
+  F1 and EM over them.
 
 Exact match compares the normalised strings (without stemming) after the same gold cut.
 """
@@ -21,6 +23,7 @@ Exact match compares the normalised strings (without stemming) after the same go
 from __future__ import annotations
 
 import functools
+import json
 import re
 import string
 from collections import Counter, defaultdict
@@ -101,6 +104,12 @@ def score_answer(question: Question, prediction: str, benchmark: str) -> dict[st
         hit = float(any(p in prediction.lower() for p in _ABSTAIN_PHRASES))
         return {"f1": hit, "em": hit}
     gold = scoring_gold(question, benchmark)
+    if "answers" in question.extra:
+        golds = [str(a) for a in json.loads(question.extra["answers"])] or [gold]
+        return {
+            "f1": max(token_f1(prediction, g) for g in golds),
+            "em": max(exact_match(prediction, g) for g in golds),
+        }
     f1 = (
         f1_max(prediction, gold)
         if benchmark == "locomo" and question.category == "1"

@@ -18,7 +18,7 @@ B = TypeVar("B", bound=type[Benchmark])
 BENCHMARKS: dict[str, type[Benchmark]] = {}
 
 #: Modules that define the built-in benchmarks (imported on first lookup).
-_BUILTIN_MODULES = ("benchmarks.locomo", "benchmarks.longmemeval", "benchmarks.hotpotqa")
+_BUILTIN_MODULES = ("benchmarks.locomo", "benchmarks.longmemeval", "benchmarks.hotpotqa", "benchmarks.custom")
 
 
 def register(cls: B) -> B:
@@ -49,9 +49,11 @@ def get_benchmark(name: str, data_dir: str | os.PathLike[str] | None = None, **o
     """Build a benchmark loader by name.
 
     Args:
-        name: ``"locomo"``, ``"longmemeval"`` (the S file), ``"longmemeval_oracle"`` or ``"hotpotqa"``.
+        name: ``"locomo"``, ``"longmemeval"`` (the S file), ``"longmemeval_oracle"``, ``"hotpotqa"`` or
+            ``"custom"`` (your own data, see :mod:`benchmarks.custom`).
         data_dir: Data directory (default: ``$BUDGET_ROUTER_DATA`` or ``../shared/data``).
-        **opts: Loader options (e.g. ``include_adversarial=True`` for LoCoMo).
+        **opts: Loader options (e.g. ``include_adversarial=True`` for LoCoMo, ``file=...`` for
+            HotpotQA, ``path=...`` for custom).
 
     Raises:
         KeyError: For an unknown name (the message lists the known ones).

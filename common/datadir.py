@@ -25,6 +25,8 @@ OFFICIAL_SOURCES: dict[str, str] = {
     "longmemeval_question_order.json": "derived from the upstream LongMemEval question order",
     "hotpotqa_aflow_validate200.jsonl": "https://hotpotqa.github.io (distractor format; "
     "AFlow validation 200)",
+    "hotpot_dev_distractor_v1.json": "http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json "
+    "(https://hotpotqa.github.io)",
     "BGL_2k.log": "https://github.com/logpai/loghub (BGL/BGL_2k.log)",
 }
 

@@ -30,7 +30,9 @@ top-level sections such as ``ppo`` are ignored here)::
       backend: {}               # overrides merged onto `backend` for the answer LLM
     judge:
       enabled: false
-      backend: {}               # overrides merged onto `backend` for the judge LLM
+      backend: {}               # overrides merged onto `backend` for the judge LLM (a local model or
+                                # {name: openai, base_url: ..., model: ...} for any OpenAI-compatible server)
+      protocol: budgetmem       # budgetmem (0/0.5/1) | locomo (CORRECT/WRONG) | longmemeval (yes/no per type)
     memory:                     # benchmarks.memory_builder.MemoryBuildConfig fields ({} = defaults)
       mode: full                # full | no_ce | no_gate | lru | oracle_unbounded
       l1_fraction: 0.1          # capacities as fractions of each history's chunk count
@@ -64,14 +66,14 @@ from typing import Any
 from envs.observation import ObservationBuilder, ObservationSpec
 
 #: Benchmarks the env can run (the registry in benchmarks.registry may know more loaders).
-BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa")
+BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa", "custom")
 
 #: Keys allowed in the strictly checked sections.
 _SECTION_KEYS: dict[str, set[str]] = {
     "cost": {"unit", "lambda", "lambdas", "window", "low_pct", "high_pct", "include_answer_cost", "alpha"},
     "reward": {"task_metric"},
     "question_bank": {"k", "limit", "max_samples", "seed", "cache_dir", "split"},
-    "judge": {"enabled", "backend"},
+    "judge": {"enabled", "backend", "protocol"},
     "answer": {"backend"},
     "cache": {"path"},
 }
@@ -194,6 +196,10 @@ def encoder_name(cfg: Mapping[str, Any]) -> str:
 
 
 def _merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
+    if override and "name" in override and override["name"] != base.get("name"):
+        # Another backend shares no constructor options with the base one (a llama.cpp n_threads
+        # means nothing to an OpenAI-compatible endpoint): the override stands alone.
+        return copy.deepcopy(dict(override))
     out = copy.deepcopy(dict(base))
     out.update(copy.deepcopy(dict(override or {})))
     return out
@@ -314,10 +320,14 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
 
     answerer = AnswerGenerator(answer_llm, bench)
     if judge_on:
-        from benchmarks.judge import Judge
+        from benchmarks.judge import Judge, get_protocol
 
+        try:
+            protocol = get_protocol(judge_cfg.get("protocol"))
+        except KeyError as exc:
+            raise ConfigError(f"config judge.protocol: {exc.args[0]}") from None
         judge_llm = pool.get(_merge(backend_base, judge_cfg.get("backend")), "judge.backend")
-        judge = Judge(judge_llm)
+        judge = Judge(judge_llm, protocol=protocol)
         llms_all = {**llms, "answer": answer_llm, "judge": judge_llm}
     else:
         llms_all = {**llms, "answer": answer_llm}

@@ -49,7 +49,8 @@ class EpisodeRecord:
         f1: Token F1 of the prediction (benchmark's variant, e.g. ``f1_max`` for LoCoMo cat 1).
         em: Exact match.
         judge: LLM-judge score in [0, 1], or None when no judge ran.
-        judge_failed: The judge ran but its verdict could not be parsed (score then counts as 0).
+        judge_failed: The judge ran but its verdict could not be parsed (``judge`` is then None; the
+            training reward counts it as 0, reports leave it out of the judge mean and count it).
         failures: Failed or unparseable calls (modules and answer).
         latency_s: Metered latency of all calls (modules and answer).
         prediction: The generated answer.
@@ -60,6 +61,8 @@ class EpisodeRecord:
         benchmark: Benchmark name.
         reward: The shaped reward, when the record comes from the training env (else None).
         cost_lambda: The λ the router saw in its observation for this question.
+        judge_protocol: The judge protocol that ran ("" when none did; see :mod:`benchmarks.judge`).
+        judge_prompt_hash: Hash of that protocol's prompts ("" when no judge ran).
     """
 
     question_id: str
@@ -83,6 +86,8 @@ class EpisodeRecord:
     benchmark: str = ""
     reward: float | None = field(default=None, compare=False)
     cost_lambda: float = 0.0
+    judge_protocol: str = ""
+    judge_prompt_hash: str = ""
 
     @property
     def cache_hit_rate(self) -> float:
@@ -130,6 +135,8 @@ class EpisodeRecord:
             "cache_hit_rate": self.cache_hit_rate,
             "reward": self.reward,
             "cost_lambda": self.cost_lambda,
+            "judge_protocol": self.judge_protocol,
+            "judge_prompt_hash": self.judge_prompt_hash,
         }
 
 
@@ -222,10 +229,13 @@ class Episode:
         scores = scorer(q, prediction, self.item.benchmark)
         judge_score: float | None = None
         judge_failed = False
+        protocol = prompt_hash = ""
         if run_judge and c.judge is not None:
             verdict = c.judge.judge(q, prediction)
             judge_failed = bool(verdict.failed)
             judge_score = None if verdict.score is None else float(verdict.score)
+            protocol = str(getattr(verdict, "protocol", "") or "")
+            prompt_hash = str(getattr(verdict, "prompt_hash", "") or "")
         module_total = sum(self.module_costs.values(), Cost())
         both = module_total + answer_cost
         return EpisodeRecord(
@@ -249,4 +259,6 @@ class Episode:
             sample_id=self.item.sample_id,
             benchmark=self.item.benchmark,
             cost_lambda=self.cost_lambda,
+            judge_protocol=protocol,
+            judge_prompt_hash=prompt_hash,
         )

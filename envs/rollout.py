@@ -75,7 +75,8 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def _summary(records: Sequence[EpisodeRecord]) -> dict[str, float]:
-    judged = [r.task_score("judge") for r in records if r.judge is not None or r.judge_failed]
+    # Failed verdicts are counted in judge_failed, not averaged in as 0.
+    judged = [float(r.judge) for r in records if r.judge is not None and not r.judge_failed]
     calls = sum(r.calls for r in records)
     out = {
         "n": float(len(records)),

@@ -38,7 +38,7 @@ def _question(samples: list[Sample], qid: str):
 
 
 def test_registry_names() -> None:
-    assert benchmark_names() == ["hotpotqa", "locomo", "longmemeval", "longmemeval_oracle"]
+    assert benchmark_names() == ["custom", "hotpotqa", "locomo", "longmemeval", "longmemeval_oracle"]
     with pytest.raises(KeyError, match=r"unknown benchmark .nope.*locomo"):
         get_benchmark("nope")
 

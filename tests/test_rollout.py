@@ -101,7 +101,8 @@ def test_judge_metric_and_failures():
     assert by_cat["when"].judge == 1.0 and not by_cat["when"].judge_failed
     assert by_cat["what"].judge_failed and by_cat["what"].task_score("judge") == 0.0
     s = summarize_records(recs)["overall"]
-    assert s["judge"] == pytest.approx(2 / 3) and s["judge_failed"] == 1
+    # The failed verdict is counted, not averaged in as a 0 (the reward still counts it as 0, above).
+    assert s["judge"] == pytest.approx(1.0) and s["judge_failed"] == 1
     env = MemoryRouterEnv(items, comps, RewardShaper(), task_metric="judge", seed=0)
     idx = next(i for i, it in enumerate(items) if it.question.category == "what")
     env.reset(options={"index": idx})
