@@ -14,7 +14,7 @@ Build ms = memory build per history (ingest + BM25 index; vectors given), query 
 retrieval with the query vector given (query encoding is the same for every variant).
 
 Usage: python scripts/bench_retrieval_ablation.py [--benchmark locomo] [--split test]
-           [--variants all|name,...] [--out runs/retrieval_ablation]
+           [--variants 'all' | 'name;name;...'] [--out runs/retrieval_ablation]
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmark", default="locomo")
     parser.add_argument("--split", default="test")
     parser.add_argument("--mode", default="full", help="memory mode of every variant")
-    parser.add_argument("--variants", default="all", help="comma-separated variant names, or 'all'")
+    parser.add_argument("--variants", default="all", help="';'-separated variant names, or 'all'")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--out", default="runs/retrieval_ablation")
     args = parser.parse_args(argv)
-    names = list(VARIANTS) if args.variants == "all" else [v.strip() for v in args.variants.split(",")]
+    names = list(VARIANTS) if args.variants == "all" else [v.strip() for v in args.variants.split(";") if v.strip()]
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
