@@ -13,13 +13,15 @@ What counts as a secret:
   ``api_key_env: OPENAI_API_KEY``) are not secrets and stay;
 * the user-info part of any URL in a string (``scheme://user:pass@host``);
 * URL query parameters with a secret name (``?api_key=...``, ``&token=...``);
-* ``name=value`` command-line overrides (``sys.argv``, Hydra overrides) with a secret name.
+* ``name=value`` command-line overrides with a secret name (``sys.argv``, Hydra's override
+  lists and ``override_dirname``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 REDACTED = "***REDACTED***"
@@ -30,6 +32,8 @@ _SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "password", "pass
 _REFERENCE_SUFFIXES = ("env", "var", "file", "path")
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
 _QUERY_PARAM = re.compile(r"(?P<sep>[?&;])(?P<name>[^=&;#\s]+)=(?P<value>[^&;#\s]*)")
+#: ``name=value`` overrides, alone or joined by commas (Hydra's ``override_dirname``).
+_OVERRIDE = re.compile(r"(?P<sep>^|,)(?P<name>[+~]*[A-Za-z_][\w.-]*)=(?P<value>[^,]*)")
 
 
 def _words(name: str) -> list[str]:
@@ -46,8 +50,15 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URL credentials and secret query parameters replaced by ``***REDACTED***``."""
-    out = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", text)
+    """``text`` with secret overrides, URL credentials and secret query parameters redacted."""
+
+    def override(m: re.Match[str]) -> str:
+        if is_secret_name(m.group("name").lstrip("+~")) and m.group("value"):
+            return f"{m.group('sep')}{m.group('name')}={REDACTED}"
+        return m.group(0)
+
+    out = _OVERRIDE.sub(override, text) if "=" in text else text
+    out = _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", out)
 
     def query(m: re.Match[str]) -> str:
         if is_secret_name(m.group("name")) and m.group("value"):
@@ -55,14 +66,6 @@ def redact_text(text: str) -> str:
         return m.group(0)
 
     return _QUERY_PARAM.sub(query, out) if "=" in out else out
-
-
-def redact_override(arg: str) -> str:
-    """One command-line argument: a ``name=value`` override with a secret name loses its value."""
-    name, sep, value = arg.partition("=")
-    if sep and value and is_secret_name(name.lstrip("+~")):
-        return f"{name}={REDACTED}"
-    return redact_text(arg)
 
 
 def redact(obj: Any) -> Any:
@@ -89,4 +92,24 @@ def redact(obj: Any) -> Any:
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """``sys.argv``-style arguments with secret overrides and URL credentials redacted."""
-    return [redact_override(str(a)) for a in argv]
+    return [redact_text(str(a)) for a in argv]
+
+
+def redact_yaml_file(path: Path) -> bool:
+    """Rewrite a YAML file someone else wrote (Hydra's ``multirun.yaml``) with its secrets redacted.
+
+    Returns:
+        Whether the file existed and had something to redact.
+    """
+    import yaml
+
+    from common.atomic import atomic_write_text
+
+    if not path.is_file():
+        return False
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    clean = redact(data)
+    if clean == data:
+        return False
+    atomic_write_text(path, yaml.safe_dump(clean, sort_keys=False))
+    return True

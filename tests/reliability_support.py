@@ -39,8 +39,10 @@ def cli_env() -> dict[str, str]:
 
 
 def cli_args(base: Path, *extra: str) -> list[str]:
-    """The command line of a fake-stack ``train.py`` run under ``base``."""
-    return [sys.executable, str(ROOT / "train.py"), *TINY_TRAIN_OVERRIDES, *paths(base), *extra]
+    """The command line of a fake-stack ``train.py`` run under ``base`` (flags such as ``-m`` first)."""
+    flags = [a for a in extra if a.startswith("-")]
+    overrides = [a for a in extra if not a.startswith("-")]
+    return [sys.executable, str(ROOT / "train.py"), *flags, *TINY_TRAIN_OVERRIDES, *paths(base), *overrides]
 
 
 def run_cli(base: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -40,6 +40,15 @@ def test_a_run_writes_no_secret_anywhere(tmp_path):
     assert "api.example.com/v1" in (run / "config.yaml").read_text()  # the rest of the URL stays
 
 
+@needs_locomo
+def test_a_sweep_writes_no_secret_into_hydras_multirun_yaml(tmp_path):
+    proc = run_cli(tmp_path, "-m", "seed=0", "+judge.backend.api_key=sk-LEAK-4")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert tmp_path / "runs" / "multirun.yaml" in written
+    assert not [p for p in written if b"sk-LEAK-4" in p.read_bytes()]
+
+
 def test_redaction_rules():
     cfg = {
         "backend": {
@@ -54,6 +63,9 @@ def test_redaction_rules():
     assert out["api_key_env"] == "OPENAI_API_KEY" and out["max_tokens"] == 64 and out["token_budget"] is None
     assert out["base_url"] == f"http://{REDACTED}@h:1/v1?api_key={REDACTED}&model=m"
     assert redact(cfg)["list"] == [f"redis://{REDACTED}@cache:6379/0", 3]
+    # Hydra's override_dirname joins the overrides with commas.
+    dirname = "seed=0,+judge.backend.api_key=x,train=tiny"
+    assert redact(dirname) == f"seed=0,+judge.backend.api_key={REDACTED},train=tiny"
     assert redact_argv(["train.py", "+backend.api_key=x", "backend.base_url=http://a:b@h", "seed=1"]) == [
         "train.py", f"+backend.api_key={REDACTED}", f"backend.base_url=http://{REDACTED}@h", "seed=1"
     ]
