@@ -22,14 +22,14 @@ from tests.support import needs_locomo
 @needs_locomo
 def test_dead_endpoint_stops_the_run_before_any_router_exists(tmp_path):
     dead = f"http://user:hunter2@127.0.0.1:{free_port()}/v1"  # nothing listens there
-    proc = run_cli(
-        tmp_path,
+    backend = [
         "backend.name=openai",
         "+backend.model=fake-llm",
         f"+backend.base_url={dead}",
         "+backend.max_retries=0",
         "+backend.timeout_s=2",
-    )
+    ]
+    proc = run_cli(tmp_path, *backend)
     line = one_line_error(proc)
     m = re.search(r"(\d+) of (\d+) LLM calls failed \(100% > train.max_failure_rate=0.2\)", line)
     assert m and m.group(1) == m.group(2) and int(m.group(1)) > 0, line
@@ -38,6 +38,9 @@ def test_dead_endpoint_stops_the_run_before_any_router_exists(tmp_path):
     run = tmp_path / "runs" / RUN_NAME
     assert not (run / "router").exists() and not (run / "checkpoints").exists()
     assert not (run / "result.json").exists()
+    # Retrying the same command does not silently replace the failed run's record either.
+    retry = one_line_error(run_cli(tmp_path, *backend))
+    assert "no checkpoint to resume" in retry and "overwrite=true" in retry
 
 
 @needs_locomo

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common.atomic_dir import recover_dir
+from common.atomic_dir import recover_dir, recoverable_copy
 from common.redact import redact_argv
 
 LOCK_FILE = ".lock"
@@ -91,10 +91,17 @@ def check_run_dir(
         )
     entries = existing_entries(run_dir)
     if entries and not overwrite and not resuming_here:
+        last = run_dir / "checkpoints" / "last"
+        resumable = (last / "state.json").is_file() or recoverable_copy(last) is not None
+        how = (
+            f"Continue it with resume={run_dir}"
+            if resumable
+            else "It has no checkpoint to resume (it stopped before its first save)"
+        )
         raise RunDirError(
             f"{run_dir} already holds a run ({', '.join(entries[:6])}); a new run there would overwrite "
-            f"it. Continue it with resume={run_dir}, write elsewhere (run_dir=..., another seed or λ), "
-            "or pass overwrite=true to replace it"
+            f"it. {how}, write elsewhere (run_dir=..., another seed or λ), or pass overwrite=true to "
+            "replace it"
         )
 
 
