@@ -31,6 +31,8 @@ from common.atomic_dir import recover_dir, recoverable_copy
 from common.redact import redact_argv
 
 LOCK_FILE = ".lock"
+#: Written by the Ray sweep (``sweep_ray.run_trial``) just before ``train()``: not a run's output.
+TRIAL_PID_FILE = "trial.pid"
 
 
 class RunDirError(RuntimeError):
@@ -49,10 +51,10 @@ def _holder(lock_path: Path) -> str:
 
 
 def existing_entries(run_dir: Path) -> list[str]:
-    """What a run directory holds besides its lock file (empty: a new run may start there)."""
+    """What a run directory holds besides its lock and trial files (empty: a new run may start there)."""
     if not run_dir.is_dir():
         return []
-    return sorted(p.name for p in run_dir.iterdir() if p.name != LOCK_FILE)
+    return sorted(p.name for p in run_dir.iterdir() if p.name not in (LOCK_FILE, TRIAL_PID_FILE))
 
 
 def _inside(path: Path | None, run_dir: Path) -> bool:
