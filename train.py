@@ -17,6 +17,8 @@ and a validation report). The work happens in :func:`policies.training.loop.trai
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 # Offline by design: nothing may download weights or datasets at run time.
@@ -26,21 +28,58 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from policies.training.config import register_resolvers
+from policies.training.config import check_lambda_overrides, register_resolvers
 
 # Before Hydra composes: configs/config.yaml names runs with ${lam_tag:...}.
 register_resolvers()
 
 
+def reported_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message says everything (file, field, fix): shown without a traceback."""
+    from common.datadir import DataFileError
+    from envs.components import ConfigError
+    from memory.persistence import MemoryLoadError
+    from modules.cache_stores.base import CacheStoreError
+    from policies.router import RouterLoadError
+    from policies.training.checkpoint import CheckpointError
+    from policies.training.failure_budget import FailureBudgetExceeded
+    from policies.training.rundir import RunDirError
+    from policies.training.settings import SettingsError
+
+    return (
+        CacheStoreError, CheckpointError, ConfigError, DataFileError, FailureBudgetExceeded,
+        MemoryLoadError, RouterLoadError, RunDirError, SettingsError,
+    )
+
+
 @hydra.main(version_base="1.3", config_path="configs", config_name="config")
 def main(cfg: DictConfig) -> dict[str, Any]:
     """Hydra entry point: resolve the config and train one router."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     from policies.training.loop import train
 
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
-    return train(container)
+    hydra_cfg = HydraConfig.get()
+    try:
+        return train(container, hydra_overrides=list(hydra_cfg.overrides.task))
+    except Exception as exc:
+        # Hydra created the run directory before calling us; a rejected launch leaves nothing.
+        run_dir = Path(hydra_cfg.runtime.output_dir)
+        if run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        if not isinstance(exc, reported_errors()) or hydra_cfg.mode == RunMode.MULTIRUN:
+            raise  # a bug keeps its traceback; in a sweep the launcher records the failed job
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":
+    try:
+        check_lambda_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     main()

@@ -48,13 +48,21 @@ def read_records(path: Path) -> list[Any]:
     Raises:
         DataFileError: Naming the file and line of invalid JSON.
     """
-    with open(path, encoding="utf-8") as fh:
+    with open(path, "rb") as fh:
         head = fh.read(1 << 12).lstrip()
-    if head.startswith("["):
+    if head.startswith(b"["):
         return expect_list(load_json(path), RecordRef(path, "<top level>"), "<top level>")
     records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    # Bytes, decoded per line: a bad byte is reported with its line, not as a bare UnicodeDecodeError.
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFileError(
+                    f"{path}: record at line {lineno}: field <encoding>: not UTF-8 (byte {exc.start}: "
+                    f"{exc.reason}); re-download or re-create the file"
+                ) from exc
             if not line.strip():
                 continue
             try:

@@ -157,6 +157,9 @@ def parse_conversation(raw: Any, index: int, path: Path, include_adversarial: bo
     ref = RecordRef(path, f"{sample_id} (index {index})")
     conv = field(raw, "conversation", dict, ref)
     sessions = _parse_sessions(conv, ref)
+    if not sessions:
+        # Its questions would be trained on with no evidence at all.
+        raise ref.error("conversation", "no session_<n> lists of turns (the conversation is empty)")
     known_ids = {t.turn_id for s in sessions for t in s.turns}
     questions = []
     for q_idx, q in enumerate(field(raw, "qa", list, ref)):

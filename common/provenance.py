@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from common.datadir import PROJECT_ROOT
+from common.redact import redact, redact_argv
 
 #: Packages whose versions change results; recorded with every run and checkpoint.
 TRACKED_PACKAGES = (
@@ -83,11 +84,15 @@ def data_checksums(paths: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
 
 
 def run_metadata(config: dict[str, Any] | None = None, data_files: Iterable[Path] = ()) -> dict[str, Any]:
-    """Bundle the resolved config, git commit, package versions and data checksums."""
+    """Bundle the resolved config, git commit, package versions and data checksums.
+
+    Secrets in the config and the command line (API keys, URL credentials) are redacted: this
+    is written to disk (``common.redact``).
+    """
     return {
-        "config": config or {},
+        "config": redact(config or {}),
         "git_commit": git_commit(),
         "packages": package_versions(),
         "data_checksums": data_checksums(data_files),
-        "argv": sys.argv,
+        "argv": redact_argv(sys.argv),
     }

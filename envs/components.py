@@ -358,6 +358,11 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     )
 
 
+def check_cost_lambda_config(value: Any, name: str) -> float:
+    """A config λ as a float (the shared check), or a :class:`ConfigError` naming ``name``."""
+    return _cost_lambda(value, name)
+
+
 def _cost_lambda(value: Any, name: str) -> float:
     from envs.reward import check_cost_lambda
 
@@ -370,11 +375,12 @@ def _cost_lambda(value: Any, name: str) -> float:
 def parse_cost_lambdas(value: Any) -> tuple[float, ...]:
     """Check ``cost.lambdas`` (the λ values of a λ-conditioned run) and return them sorted.
 
-    ``None`` or an empty list means an ordinary single-λ run and gives ``()``.
+    ``None`` means an ordinary single-λ run and gives ``()``.
 
     Raises:
-        ConfigError: If the value is not a list of distinct finite numbers >= 0, or holds one value
-            only (that is an ordinary run: set ``cost.lambda`` instead).
+        ConfigError: If the value is not a list of distinct finite numbers >= 0, is empty (it used
+            to become a silent λ = 0 run), or holds one value only (that is an ordinary run: set
+            ``cost.lambda`` instead).
     """
     if value is None:
         return ()
@@ -382,7 +388,10 @@ def parse_cost_lambdas(value: Any) -> tuple[float, ...]:
         raise ConfigError(f"config cost.lambdas must be a list of numbers, e.g. [0, 0.1, 0.5], got {value!r}")
     lams = [_cost_lambda(v, f"cost.lambdas[{i}]") for i, v in enumerate(value)]
     if not lams:
-        return ()
+        raise ConfigError(
+            "config cost.lambdas=[] is empty: list two or more λ values for a λ-conditioned router, "
+            "or leave cost.lambdas null and set cost.lambda for a single-λ run"
+        )
     if len(set(lams)) != len(lams):
         raise ConfigError(f"config cost.lambdas has repeated values: {list(value)}")
     if len(lams) == 1:

@@ -116,6 +116,7 @@ def load_memory(
         raise _fail(root, f"manifest.json is not an {FORMAT} manifest")
     if man.get("format_version") != FORMAT_VERSION:
         raise _fail(root, f"format_version {man.get('format_version')!r}, this code reads {FORMAT_VERSION}")
+    _check_manifest(root, man)
     if man["encoder"] != encoder.name:
         raise _fail(root, f"saved with encoder {man['encoder']!r} but loading with {encoder.name!r}")
     if int(man["dim"]) != int(encoder.dim):
@@ -144,6 +145,28 @@ def load_memory(
     mem.clock = int(man["clock"])
     mem.stats.update({k: int(v) for k, v in man["stats"].items()})
     return mem
+
+
+#: Keys every manifest written by save_memory has.
+MANIFEST_KEYS = ("encoder", "dim", "config", "next_id", "clock", "stats", "tiers", "files")
+
+
+def _check_manifest(root: Path, man: dict[str, Any]) -> None:
+    """Every manifest key present, and a checksum for every file of every tier.
+
+    An empty ``files`` map used to turn every checksum off silently; now each tier's three
+    files must be listed.
+    """
+    fix = f"the save is incomplete or edited: delete {root} so the memory is rebuilt"
+    missing = [k for k in MANIFEST_KEYS if k not in man]
+    if missing:
+        raise _fail(root, f"manifest.json lacks {missing}; {fix}")
+    if not isinstance(man["files"], dict) or not isinstance(man["tiers"], dict):
+        raise _fail(root, f"manifest.json 'files' and 'tiers' must be objects; {fix}")
+    expected = [f"{name}.{ext}" for name in man["tiers"] for ext in ("hnsw", "npz", "json")]
+    unlisted = [f for f in expected if f not in man["files"]]
+    if unlisted or not man["files"]:
+        raise _fail(root, f"manifest.json records no checksum for {unlisted or 'any file'}; {fix}")
 
 
 def _load_tier(root: Path, name: str, info: dict[str, Any], fresh: HNSWTier, dim: int) -> HNSWTier:

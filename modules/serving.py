@@ -9,6 +9,11 @@ server on one machine, and lets a cluster share one model server between workers
 Command line (blocks until Ctrl-C / SIGTERM)::
 
     python -m modules.serving --model smollm2-135m --port 8080 --n-parallel 4
+    SERVER_KEY=... python -m modules.serving --host 0.0.0.0 --api-key-env SERVER_KEY   # require a key
+
+With an API key the server answers only requests that send ``Authorization: Bearer <key>``
+(clients: ``backend.api_key_env=SERVER_KEY``). The key is read from an environment variable,
+never from the command line, where every user of the machine could read it (``ps``).
 
 From Python, :class:`LocalLlamaServer` starts that command in a subprocess, waits for
 ``/health`` and gives an ``OpenAIBackend`` pointed at it; ``stop``/``start`` simulate an
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -31,6 +37,9 @@ from typing import Any
 import requests
 
 from modules.backends.base import BackendError
+
+#: The environment variable through which :class:`LocalLlamaServer` hands its key to the server.
+SERVER_KEY_ENV = "BUDGET_ROUTER_SERVER_API_KEY"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -49,6 +58,7 @@ def start_llamacpp_server(
     n_ctx: int | None = None,
     n_threads: int = 1,
     quiet: bool = True,
+    api_key: str | None = None,
 ) -> Any:
     """Start llama.cpp's HTTP server in this process and return the ``xllamacpp.Server``.
 
@@ -62,6 +72,7 @@ def start_llamacpp_server(
         n_ctx: Context window per slot (default: the registry's, else 4096).
         n_threads: CPU threads.
         quiet: Silence llama.cpp's logging.
+        api_key: If set, requests must send ``Authorization: Bearer <api_key>`` (``/health`` stays open).
 
     Raises:
         BackendError: For a model that is neither registered nor a file, or a bad port.
@@ -88,6 +99,8 @@ def start_llamacpp_server(
     params.cpuparams_batch.n_threads = n_threads
     if quiet:
         params.verbosity = -1
+    if api_key:
+        params.api_keys = [api_key]
     return xlc.Server(params)
 
 
@@ -125,6 +138,7 @@ class LocalLlamaServer:
         n_ctx: Context window per slot.
         n_threads: CPU threads of the server.
         startup_timeout_s: How long :meth:`start` waits for ``/health``.
+        api_key: Require this key from clients (passed to the server process in its environment).
 
     Attributes:
         root_url: ``http://127.0.0.1:PORT``.
@@ -140,8 +154,10 @@ class LocalLlamaServer:
         n_ctx: int | None = None,
         n_threads: int = 1,
         startup_timeout_s: float = 180.0,
+        api_key: str | None = None,
     ) -> None:
         self.model = model
+        self.api_key = api_key
         self.port = port or free_port()
         self.n_parallel = n_parallel
         self.n_ctx = n_ctx
@@ -166,8 +182,14 @@ class LocalLlamaServer:
         ]
         if self.n_ctx:
             cmd += ["--n-ctx", str(self.n_ctx)]
+        env = dict(os.environ)
+        if self.api_key:
+            env[SERVER_KEY_ENV] = self.api_key
+            cmd += ["--api-key-env", SERVER_KEY_ENV]
         root = Path(__file__).resolve().parent.parent
-        self._proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._proc = subprocess.Popen(
+            cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         try:
             wait_healthy(self.root_url, self.startup_timeout_s, self._proc)
         except BackendError as exc:
@@ -203,6 +225,7 @@ class LocalLlamaServer:
         kwargs.setdefault("model_id", self.model if "/" not in self.model else Path(self.model).stem)
         kwargs.setdefault("concurrency", self.n_parallel)
         kwargs.setdefault("api_key_env", None)
+        kwargs.setdefault("api_key", self.api_key)
         return OpenAIBackend(self.model, base_url=self.base_url, **kwargs)
 
     def __enter__(self) -> LocalLlamaServer:
@@ -222,10 +245,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=None, help="context window per slot")
     parser.add_argument("--n-threads", type=int, default=1)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument(
+        "--api-key-env", default=None, help="environment variable holding the key clients must send"
+    )
     args = parser.parse_args(argv)
+    api_key = None
+    if args.api_key_env:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            parser.error(f"--api-key-env {args.api_key_env}: that environment variable is unset or empty")
     server = start_llamacpp_server(
         args.model, host=args.host, port=args.port, n_parallel=args.n_parallel,
-        n_ctx=args.n_ctx, n_threads=args.n_threads, quiet=not args.verbose,
+        n_ctx=args.n_ctx, n_threads=args.n_threads, quiet=not args.verbose, api_key=api_key,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import numpy as np
 import torch
 
 from common.atomic import atomic_write_json
+from common.atomic_dir import write_dir_atomically
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
 from policies.router import FORMAT, FORMAT_VERSION, METADATA_FILE, WEIGHTS_FILE, Router
@@ -74,32 +73,6 @@ def ppo_actions(ppo_model: Any, obs: np.ndarray) -> np.ndarray:
     One row at a time on purpose: that is how the router decides at inference (batch size 1).
     """
     return np.array([int(ppo_model.predict(o, deterministic=True)[0]) for o in obs], dtype=np.int64)
-
-
-def write_dir_atomically(dest: Path, fill: Callable[[Path], None]) -> None:
-    """Fill a temporary sibling directory with ``fill(tmp)`` and swap it into ``dest``.
-
-    The old directory (if any) is renamed aside, the new one renamed into place, then the old
-    one deleted; if anything fails before the swap, ``dest`` is left untouched.
-    """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    old: Path | None = None
-    try:
-        fill(tmp)
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(dest, old)
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and old.exists() and not dest.exists():
-            os.replace(old, dest)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def export_router(

@@ -105,9 +105,16 @@ class Router:
         p = Path(path)
         meta_bytes, weight_bytes = _read_checkpoint(p)
         try:
-            meta = json.loads(meta_bytes)
+            meta = json.loads(meta_bytes.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise RouterLoadError(f"{p}/{METADATA_FILE} is not UTF-8 ({exc}); re-export the router") from exc
         except json.JSONDecodeError as exc:
             raise RouterLoadError(f"{p}/{METADATA_FILE} is not valid JSON: {exc}") from exc
+        if not isinstance(meta, dict):
+            raise RouterLoadError(
+                f"{p}/{METADATA_FILE} holds a JSON {type(meta).__name__}, not the metadata object "
+                "policies.export writes; re-export the router"
+            )
         if meta.get("format") != FORMAT or int(meta.get("format_version", -1)) > FORMAT_VERSION:
             raise RouterLoadError(
                 f"{p}: unsupported checkpoint format {meta.get('format')!r} v{meta.get('format_version')} "
@@ -183,20 +190,27 @@ class Router:
         interpolates between them; beyond them it would extrapolate, which nothing validated).
 
         Raises:
-            ValueError: If a λ-conditioned router gets no λ or one outside its trained range, or
-                the value is negative or not finite.
+            ValueError: If a λ-conditioned router gets no λ or one outside its trained range, a
+                single-λ router another λ than its own, or the value is negative or not finite.
         """
         lams = self.cost_lambdas
+        trained = float(self.metadata.get("cost_lambda", 0.0))
         if cost_lambda is None:
             if lams:
                 raise ValueError(
                     f"this router is λ-conditioned over {list(lams)}: "
                     "pass cost_lambda (the cost weight to route at)"
                 )
-            return float(self.metadata.get("cost_lambda", 0.0))
+            return trained
         lam = float(cost_lambda)
         if not np.isfinite(lam) or lam < 0:
             raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
+        if not lams and lam != trained:
+            # λ is an observation scalar, but this router only ever saw one value of it.
+            raise ValueError(
+                f"this router was trained at the single λ={trained:g}; it cannot route at "
+                f"cost_lambda={lam:g} (omit cost_lambda, or train a λ-conditioned router with cost.lambdas)"
+            )
         if lams and not min(lams) <= lam <= max(lams):
             raise ValueError(
                 f"cost_lambda={lam:g} is outside the range this λ-conditioned router was trained on "
@@ -245,7 +259,18 @@ class Router:
 
         Returns:
             The chosen tiers and the pipeline result.
+
+        Raises:
+            ValueError: An empty question or no evidence (nothing to route), or a λ the router
+                cannot route at (:meth:`resolve_lambda`).
         """
+        if not str(query or "").strip():
+            raise ValueError("Router.route: the question is empty; there is nothing to route")
+        if not list(evidence):
+            raise ValueError(
+                "Router.route: no evidence was given; retrieve the question's evidence first "
+                "(the modules would only see an empty input)"
+            )
         self.check_components(components)
         lam = self.resolve_lambda(cost_lambda)
         builder = components.obs_builder

@@ -47,7 +47,6 @@ def _episode(env: MemoryRouterEnv, tier: Tier = Tier.HIGH, **reset_kw):
 # ------------------------------------------------------------------ config
 def test_parse_cost_lambdas_accepts_lists_and_names_bad_values():
     assert parse_cost_lambdas(None) == ()
-    assert parse_cost_lambdas([]) == ()
     assert parse_cost_lambdas([0.9, 0, "0.1"]) == (0.0, 0.1, 0.9)
     for bad, match in [
         ("0,0.1", "must be a list"),
@@ -56,13 +55,14 @@ def test_parse_cost_lambdas_accepts_lists_and_names_bad_values():
         ([0, "x"], r"cost.lambdas\[1\] must be a number"),
         ([0.1, 0.1], "repeated"),
         ([0.3], "cost.lambda=0.3"),
+        ([], "is empty"),  # issue 15: used to become a silent single λ = 0 run
     ]:
         with pytest.raises(ConfigError, match=match):
             parse_cost_lambdas(bad)
 
 
 def test_run_names_tell_conditioned_runs_apart():
-    assert lam_tag(0.0) == "lam0.0" and lam_tag(0.3, None) == "lam0.3" and lam_tag(0, []) == "lam0"
+    assert lam_tag(0.0) == "lam0.0" and lam_tag(0.3, None) == "lam0.3"
     assert lam_tag(0.0, [0.9, 0, 0.05]) == "lamcond0-0.05-0.9"
     cfg = load_config(["cost.lambdas=[0,0.5]", "seed=1"])
     assert cfg["run_name"] == "locomo__implementation__lamcond0-0.5__s1"

@@ -37,6 +37,8 @@ class OpenAIBackend(LLMBackend):
         base_url: Endpoint root, e.g. ``"http://127.0.0.1:8000/v1"``.
         api_key_env: Name of the environment variable holding the API key; if that variable
             is unset no ``Authorization`` header is sent (fine for local servers).
+        api_key: The key itself (takes precedence over ``api_key_env``); runs redact it from
+            everything they write (``common.redact``), but an environment variable is safer.
         model_id: Id for results and pricing (default: ``model``).
         n_ctx: The model's context window (informational; the server enforces it).
         timeout_s: Per-attempt timeout (connect and read) in seconds.
@@ -54,6 +56,7 @@ class OpenAIBackend(LLMBackend):
         *,
         base_url: str = "http://127.0.0.1:8000/v1",
         api_key_env: str | None = "OPENAI_API_KEY",
+        api_key: str | None = None,
         model_id: str | None = None,
         n_ctx: int = 8192,
         timeout_s: float = 60.0,
@@ -80,7 +83,7 @@ class OpenAIBackend(LLMBackend):
         self.concurrency = concurrency
         self.token_counter = token_counter
         self.session = session or requests.Session()
-        key = os.environ.get(api_key_env) if api_key_env else None
+        key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
         self._headers = {"Content-Type": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"

@@ -7,12 +7,13 @@ file systems: SQLite's locking is unreliable on NFS, so a cluster uses the Redis
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ class SQLiteStore(CacheStore):
         except sqlite3.Error as exc:
             raise CacheStoreError(f"cannot open the SQLite call cache {self.path!r}: {exc}") from exc
         self._lock = threading.Lock()
-        with self._lock:
+        with self._lock, self._errors():
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
@@ -52,11 +53,28 @@ class SQLiteStore(CacheStore):
             )
             self._conn.commit()
 
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Turn SQLite errors into one :class:`CacheStoreError` naming the file and the fix.
+
+        A damaged page may only be read mid-training, deep inside an episode; the message must
+        still say which file is broken and what to do about it.
+        """
+        try:
+            yield
+        except sqlite3.OperationalError as exc:  # locked, I/O error, read-only: not corruption
+            raise CacheStoreError(f"cannot use the SQLite call cache {self.path}: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "disk image is malformed"
+            raise CacheStoreError(
+                f"the SQLite call cache {self.path} is corrupt ({exc}); delete the cache at {self.path} "
+                f"(with its -wal and -shm files, if any) and run again: the cached calls are recomputed"
+            ) from exc
+
     def get_many(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
         """Values of ``keys`` in order (None where absent)."""
         found: dict[str, str] = {}
         unique = list(dict.fromkeys(keys))
-        with self._lock:
+        with self._lock, self._errors():
             for i in range(0, len(unique), _MAX_PARAMS):
                 chunk = unique[i : i + _MAX_PARAMS]
                 marks = ",".join("?" * len(chunk))
@@ -70,18 +88,18 @@ class SQLiteStore(CacheStore):
         rows = [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False), now) for k, v in items]
         if not rows:
             return
-        with self._lock:
+        with self._lock, self._errors():
             self._conn.executemany(
                 "INSERT OR REPLACE INTO calls (key, value, created) VALUES (?, ?, ?)", rows
             )
             self._conn.commit()
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._errors():
             return int(self._conn.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def __contains__(self, key: object) -> bool:
-        with self._lock:
+        with self._lock, self._errors():
             return self._conn.execute("SELECT 1 FROM calls WHERE key = ?", (key,)).fetchone() is not None
 
     def close(self) -> None:

@@ -132,6 +132,8 @@ class ValidationCallback(BaseCallback):
         eval_freq: Validate every this many timesteps.
         select_metric: ``objective`` (validation reward, see :meth:`_objective`), ``f1``, ``em``
             or ``judge``.
+        check_summary: Called with each validation's summary and step before anything is
+            exported; raising stops the run (``failure_budget.FailureBudget.check_validation``).
     """
 
     def __init__(
@@ -144,8 +146,10 @@ class ValidationCallback(BaseCallback):
         eval_freq: int,
         select_metric: str = "objective",
         verbose: int = 0,
+        check_summary: Callable[[dict[str, Any], int], None] | None = None,
     ) -> None:
         super().__init__(verbose)
+        self.check_summary = check_summary
         self.items = list(items)
         self.components = components
         self.evaluate = evaluate
@@ -244,6 +248,8 @@ class ValidationCallback(BaseCallback):
         entry = {"step": step, "score": score, "improved": improved, "seconds": time.perf_counter() - start}
         entry.update({k: v for k, v in summary.items() if k != "tiers"})
         self.history.append(entry)
+        if self.check_summary is not None:
+            self.check_summary(summary, step)
         for key, value in flat_metrics(summary, "val").items():
             self.logger.record(key, value)
         self.logger.record("val/seconds", entry["seconds"])

@@ -23,10 +23,47 @@ def lam_tag(cost_lambda: Any, cost_lambdas: Any = None) -> str:
 
     The single-λ form prints λ as the config holds it (``lam0.0`` for ``0.0``), which keeps the
     run names of earlier runs.
+
+    Hydra resolves the run directory with this before it creates it, so the λ values are checked
+    here: a rejected λ (``-1``, ``nan``, ``abc``, ``[]``) never leaves a ``…lam-1…`` directory.
+
+    Raises:
+        envs.components.ConfigError: A λ that is not a finite number >= 0, or a bad λ list.
     """
-    if cost_lambdas:
-        return "lamcond" + "-".join(f"{float(x):g}" for x in sorted(float(v) for v in cost_lambdas))
+    from envs.components import check_cost_lambda_config, parse_cost_lambdas
+
+    if cost_lambdas is not None:
+        lams = parse_cost_lambdas(list(cost_lambdas) if not isinstance(cost_lambdas, str) else cost_lambdas)
+        return "lamcond" + "-".join(f"{x:g}" for x in lams)
+    check_cost_lambda_config(cost_lambda, "cost.lambda")
     return f"lam{cost_lambda}"
+
+
+def check_lambda_overrides(overrides: Sequence[str]) -> None:
+    """Check the ``cost.lambda``/``cost.lambdas`` values of command-line overrides (sweeps included).
+
+    ``train.py`` calls this before Hydra starts: a bad value inside Hydra's run-directory
+    interpolation produces an unreadable traceback, this a one-line error.
+
+    Raises:
+        envs.components.ConfigError: Naming the override and the bad value.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    for arg in overrides:
+        key = arg.lstrip("+~").split("=", 1)[0]
+        if key not in ("cost.lambda", "cost.lambdas") or "=" not in arg:
+            continue
+        try:
+            override = OverridesParser.create().parse_override(arg)
+            values = list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        except HydraException:
+            continue  # Hydra reports malformed overrides itself, readably
+        for value in values:
+            if value is None and key == "cost.lambdas":
+                continue
+            lam_tag(0.0, value) if key == "cost.lambdas" else lam_tag(value)
 
 
 def register_resolvers() -> None:

@@ -2,10 +2,12 @@
 
 ``train.py`` is a thin Hydra wrapper around :func:`train`. The steps:
 
-1. parse and check the ``train``/``ppo``/``wandb`` sections; save the resolved config and the
-   run's provenance (git commit, package versions, data checksums) into ``runs/{run_name}/``;
+1. parse and check the ``train``/``ppo``/``wandb`` sections, the resume checkpoint and the run
+   directory (never an existing run without ``resume=`` or ``overwrite=true``);
 2. build the env components (``envs.components.make_components``) and the train/validation
-   question banks (cached on disk, so sweeps build them once);
+   question banks (cached on disk, so sweeps build them once); only then lock the run directory
+   (``rundir.claim_run_dir``) and save the resolved config and the run's provenance (git commit,
+   package versions, data checksums), secrets redacted, so a rejected launch writes nothing;
 3. build the vectorised env and PPO with the router network (or load a checkpoint to resume);
 4. learn with callbacks: episode statistics, validation on held-out questions (exports the
    best router to ``runs/{run_name}/router``), periodic resumable checkpoints;
@@ -17,7 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +30,20 @@ from stable_baselines3.common.callbacks import CallbackList
 
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
+from common.redact import redact, redact_argv
 from policies.crn_policy import CRNActorCriticPolicy
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
 from policies.training.checkpoint import (
+    check_checkpoint,
     checkpoint_step,
     config_hash,
     load_checkpoint,
     resolve_checkpoint,
     save_checkpoint,
 )
+from policies.training.failure_budget import FailureBudget
+from policies.training.rundir import check_run_dir, claim_run_dir
 from policies.training.settings import PPOSettings, TrainSettings, WandbSettings
 from policies.training.tracking import Tracker
 from policies.training.vec_env import build_vec_env
@@ -78,18 +84,36 @@ def export_metadata(cfg: Mapping[str, Any], components: Any, provenance: Mapping
         "cost_lambdas": [float(x) for x in components.cost_lambdas],
         "cost_unit": (cfg.get("cost") or {}).get("unit", "gflops"),
         "task_metric": components.task_metric,
-        "backend": dict(cfg.get("backend") or {}),
+        "backend": redact(dict(cfg.get("backend") or {})),
         "seed": int(cfg.get("seed", 0)),
         "observation_spec": components.obs_builder.spec.to_dict(),
         "provenance": dict(provenance),
     }
 
 
-def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _write_run_record(
+    run_dir: Path,
+    cfg: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    hydra_overrides: Sequence[str] | None,
+) -> None:
+    """``config.yaml``, ``run_metadata.json`` and (from ``train.py``) ``.hydra/``, secrets redacted."""
+    public = redact(dict(cfg))
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(public, sort_keys=False))
+    atomic_write_json(run_dir / "run_metadata.json", provenance)
+    if hydra_overrides is not None:
+        # Hydra's own .hydra/ would be written before any check (configs/config.yaml turns it off).
+        atomic_write_text(run_dir / ".hydra" / "config.yaml", yaml.safe_dump(public, sort_keys=False))
+        overrides = redact_argv(list(hydra_overrides))
+        atomic_write_text(run_dir / ".hydra" / "overrides.yaml", yaml.safe_dump(overrides))
+
+
+def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) -> dict[str, Any]:
     """Train one router; return a summary dict (also written to ``run_dir/result.json``).
 
     Args:
         cfg: The resolved config (``OmegaConf.to_container(cfg, resolve=True)``).
+        hydra_overrides: The command line's overrides (``train.py``), saved to ``.hydra/``.
 
     Returns:
         ``run_name``, ``run_dir``, ``router`` (path), ``validation`` (best summary),
@@ -109,22 +133,24 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
     seed = int(cfg.get("seed", 0))
     run_name = str(cfg.get("run_name") or "run")
     run_dir = Path(str(cfg.get("run_dir") or Path("runs") / run_name)).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    overwrite = str(cfg.get("overwrite", False)).lower() in ("true", "1", "yes")
 
-    # -- provenance ---------------------------------------------------------------------
-    provenance = run_metadata(cfg, _data_files(cfg))
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))
-    atomic_write_json(run_dir / "run_metadata.json", provenance)
+    # -- checks that need no model: nothing is written into run_dir before they all pass --
     chash = config_hash(cfg)
     resume = cfg.get("resume")
     # Resolve the checkpoint before loading any model, so a bad path fails in a second.
     ckpt = resolve_checkpoint(str(resume)) if resume else None
+    if ckpt is not None:
+        check_checkpoint(ckpt, chash, ts.n_envs)
+    check_run_dir(run_dir, ckpt, overwrite)
+    provenance = run_metadata(cfg, _data_files(cfg))
     csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
 
     # -- components and question banks -------------------------------------------------
     components = make_components(cfg)
     vec_env = None
     tracker = None
+    lock = None
     try:
         train_items = question_bank_from(
             _bank_config(cfg, ts.train_limit), ts.train_split, components.encoder
@@ -135,6 +161,14 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
         }
         if overlap:
             raise ValueError(f"validation questions overlap the training questions: {sorted(overlap)[:5]}")
+
+        # -- everything checked: own the run directory, then write into it ------------------
+        lock, repairs = claim_run_dir(run_dir, ckpt, overwrite)
+        for line in repairs:
+            print(line)
+        if ckpt is not None and ckpt.parent == run_dir / "checkpoints" and ckpt.name != "last":
+            ckpt = run_dir / "checkpoints" / "last"  # the interrupted swap's copy, now restored
+        _write_run_record(run_dir, cfg, provenance, hydra_overrides)
         t_setup = time.perf_counter() - t0
 
         # After the memories are built (the encoder may use every core), before the policy exists:
@@ -142,7 +176,8 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
         if ts.torch_threads:
             torch.set_num_threads(ts.torch_threads)
         vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
-        tracker = Tracker(run_dir, run_name, ws, cfg, verbose=ts.verbose, csv_name=csv_name)
+        tracker = Tracker(run_dir, run_name, ws, redact(cfg), verbose=ts.verbose, csv_name=csv_name)
+        budget = FailureBudget(ts.max_failure_rate, str(redact(cfg.get("backend") or {})))
         hits0, miss0 = _cache_counts(components.cache)
 
         validation = ValidationCallback(
@@ -154,6 +189,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             eval_freq=ts.eval_freq,
             select_metric=ts.select_metric,
             verbose=ts.verbose,
+            check_summary=budget.check_validation,
         )
         ckpt_dir = run_dir / "checkpoints" / "last"
 
@@ -194,7 +230,12 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
         model.set_logger(tracker.logger)
         remaining = ts.total_timesteps - int(model.num_timesteps)
         callbacks = CallbackList(
-            [EpisodeStatsCallback(components.cache), validation, CheckpointCallback(save, ts.checkpoint_freq)]
+            [
+                EpisodeStatsCallback(components.cache),
+                budget,
+                validation,
+                CheckpointCallback(save, ts.checkpoint_freq),
+            ]
         )
         t1 = time.perf_counter()
         if remaining > 0:
@@ -238,6 +279,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             "llm_calls": calls,
             "cache_hits": hits1 - hits0,
             "cache_hit_rate": (hits1 - hits0) / calls if calls else 0.0,
+            "failed_calls": budget.totals(),
             "seconds": {
                 "setup": t_setup,
                 "learn": t_learn,
@@ -250,6 +292,7 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
             {f"best/{k}": v for k, v in result["validation"].items() if isinstance(v, (int, float))}
         )
         _print_result(result, md_report)
+        print(budget.final_line())
         return result
     finally:
         if tracker is not None:
@@ -257,6 +300,8 @@ def train(cfg: Mapping[str, Any]) -> dict[str, Any]:
         if vec_env is not None:
             vec_env.close()
         components.close()
+        if lock is not None:
+            lock.release()
 
 
 def _print_result(result: Mapping[str, Any], md_report: Path) -> None:

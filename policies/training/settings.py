@@ -58,8 +58,14 @@ class TrainSettings:
     torch_threads: int | None = 1
     device: str = "cpu"
     verbose: int = 0
+    #: Stop the run when more than this share of a validation's LLM calls fail (failure_budget.py).
+    max_failure_rate: float = 0.2
 
     def __post_init__(self) -> None:
+        if not 0.0 <= float(self.max_failure_rate) <= 1.0:
+            raise SettingsError(
+                f"config train.max_failure_rate must be in [0, 1], got {self.max_failure_rate!r}"
+            )
         _positive(
             "train",
             total_timesteps=self.total_timesteps,

@@ -17,9 +17,10 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from common.atomic import atomic_write_text
+from common.redact import redact_yaml_file
 
 #: CSV columns, in order.
 COLUMNS = (
@@ -116,6 +117,12 @@ class SweepSummaryCallback(Callback):
         """Name this sweep's CSV after its start time."""
         self.rows = []
         self.path = self.summary_dir / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Redact secrets from the ``multirun.yaml`` Hydra's sweeper wrote before the first job."""
+        sweep_dir = OmegaConf.select(config, "hydra.sweep.dir", default=None)
+        if self.path is not None and sweep_dir is not None:
+            redact_yaml_file(Path(str(sweep_dir)) / "multirun.yaml")
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
         """Append the job's row (or its error) and rewrite the CSV (multirun only)."""

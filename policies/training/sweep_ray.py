@@ -39,11 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from common.atomic import atomic_write_text
+from common.atomic_dir import recoverable_copy
 from policies.training.config import load_config
+from policies.training.rundir import TRIAL_PID_FILE
 from policies.training.sweep import COLUMNS, render_csv, summary_row
 
 #: File in a trial's run dir holding the id of the process running it (for operators and tests).
-PID_FILE = "trial.pid"
+PID_FILE = TRIAL_PID_FILE
 
 TrainFn = Callable[[Mapping[str, Any]], dict[str, Any]]
 
@@ -54,11 +56,16 @@ def trial_overrides(overrides: Sequence[str], lam: float, seed: int, runs_dir: P
 
 
 def trial_config(overrides: Sequence[str], lam: float, seed: int, runs_dir: Path) -> dict[str, Any]:
-    """The resolved config of one trial (``resume`` set when its run dir has a checkpoint)."""
+    """The resolved config of one trial (``resume`` if its run dir has a checkpoint, else ``overwrite``)."""
     cfg = load_config(trial_overrides(overrides, lam, seed, runs_dir))
     run_dir = Path(cfg["run_dir"])
-    if cfg.get("resume") is None and (run_dir / "checkpoints" / "last").is_dir():
+    last = run_dir / "checkpoints" / "last"
+    if cfg.get("resume") is None and (last.is_dir() or recoverable_copy(last) is not None):
         cfg["resume"] = str(run_dir)
+    elif cfg.get("resume") is None:
+        # The sweep's own trial that died before its first checkpoint starts again from scratch
+        # (train() refuses to reuse a run directory otherwise; finished trials are skipped).
+        cfg["overwrite"] = True
     return cfg
 
 

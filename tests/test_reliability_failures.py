@@ -1,0 +1,69 @@
+"""Fault injection, issue 15 item 3: a dead LLM endpoint is not a successful run.
+
+``backend.name=openai`` pointed at a closed port used to fail every HIGH and answer call, exit 0
+and export a router, with no warning. The failure budget (policies/training/failure_budget.py)
+prints failed/total calls at every validation and at the end and stops the run above
+``train.max_failure_rate``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from modules.serving import free_port
+from policies.training.failure_budget import FailureBudget, FailureBudgetExceeded
+from policies.training.settings import SettingsError, TrainSettings
+from tests.reliability_support import RUN_NAME, config, one_line_error, run_cli
+from tests.support import needs_locomo
+
+
+@needs_locomo
+def test_dead_endpoint_stops_the_run_before_any_router_exists(tmp_path):
+    dead = f"http://user:hunter2@127.0.0.1:{free_port()}/v1"  # nothing listens there
+    backend = [
+        "backend.name=openai",
+        "+backend.model=fake-llm",
+        f"+backend.base_url={dead}",
+        "+backend.max_retries=0",
+        "+backend.timeout_s=2",
+    ]
+    proc = run_cli(tmp_path, *backend)
+    line = one_line_error(proc)
+    m = re.search(r"(\d+) of (\d+) LLM calls failed \(100% > train.max_failure_rate=0.2\)", line)
+    assert m and m.group(1) == m.group(2) and int(m.group(1)) > 0, line
+    assert "hunter2" not in line and "***REDACTED***" in line  # the message names the backend safely
+    assert re.search(r"\[step 20\] validation LLM calls: (\d+)/\1 failed \(100%\)", proc.stdout), proc.stdout
+    run = tmp_path / "runs" / RUN_NAME
+    assert not (run / "router").exists() and not (run / "checkpoints").exists()
+    assert not (run / "result.json").exists()
+    # Retrying the same command does not silently replace the failed run's record either.
+    retry = one_line_error(run_cli(tmp_path, *backend))
+    assert "no checkpoint to resume" in retry and "overwrite=true" in retry
+
+
+@needs_locomo
+def test_a_healthy_run_reports_its_failed_calls(tmp_path, capsys):
+    from policies.training.loop import train
+
+    result = train(config(tmp_path))
+    out = capsys.readouterr().out
+    assert re.search(r"\[step 20\] validation LLM calls: 0/\d+ failed \(0%\)", out), out
+    totals = result["failed_calls"]
+    assert totals["train_failed"] == 0 and totals["train_calls"] > 0 and totals["val_calls"] > 0
+    assert f"failed LLM calls: training 0/{totals['train_calls']} (0%)" in out
+
+
+def test_the_budget_is_a_configurable_share_of_one_validation(capsys):
+    budget = FailureBudget(0.2, "fake")
+    budget.check_validation({"failures": 2, "llm_calls": 10}, 20)  # 20%: at the limit, allowed
+    assert "[step 20] validation LLM calls: 2/10 failed (20%)" in capsys.readouterr().out
+    with pytest.raises(FailureBudgetExceeded, match="3 of 10 LLM calls failed"):
+        budget.check_validation({"failures": 3, "llm_calls": 10}, 40)
+    FailureBudget(0.5).check_validation({"failures": 3, "llm_calls": 10}, 40)
+    budget.check_validation({"failures": 0, "llm_calls": 0}, 60)  # an all-LOW policy makes no calls
+    assert budget.totals()["val_failed"] == 5 and budget.totals()["val_calls"] == 20
+    assert TrainSettings.from_config({}).max_failure_rate == 0.2
+    with pytest.raises(SettingsError, match="max_failure_rate"):
+        TrainSettings.from_config({"max_failure_rate": 1.5})
