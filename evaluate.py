@@ -41,7 +41,16 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[argv[0]][0])
     parser = argparse.ArgumentParser(prog=f"evaluate.py {argv[0]}", description=COMMANDS[argv[0]][1])
     module.add_arguments(parser)
-    return int(module.run(parser.parse_args(argv[1:])) or 0)
+    args = parser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except Exception as exc:
+        from train import reported_errors  # the CLIs share one list of self-explaining errors
+
+        if not isinstance(exc, reported_errors()):
+            raise  # a bug keeps its traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
