@@ -47,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--out", default="runs/retrieval_ablation")
     args = parser.parse_args(argv)
-    names = (
-        list(VARIANTS) if args.variants == "all" else [v.strip() for v in args.variants.split(";") if v.strip()]
-    )
+    wanted = [v.strip() for v in args.variants.split(";") if v.strip()]
+    names = list(VARIANTS) if args.variants == "all" else wanted
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
