@@ -103,13 +103,17 @@ class LocalTier:
         cache: CallCache | None = None,
         *,
         reads_query: bool,
+        params: str = "",
     ) -> None:
         self.module, self.tier, self.strategy, self.method = module, tier, strategy, method
         self.fn, self.cost_model, self.cache, self.reads_query = fn, cost_model, cache, reads_query
+        #: Settings that change the output (e.g. ``k=3``): part of the cache key.
+        self.params = params
 
     def key(self, inp: ModuleInput) -> str:
         """The cache key of ``inp`` for this tier."""
-        tag = f"local|{self.module}|{self.tier.name}|{self.strategy}|{self.method}|{MODULES_CODE_VERSION}"
+        method = f"{self.method}[{self.params}]" if self.params else self.method
+        tag = f"local|{self.module}|{self.tier.name}|{self.strategy}|{method}|{MODULES_CODE_VERSION}"
         return hashlib.sha256(f"{tag}|{input_key(inp, reads_query=self.reads_query)}".encode()).hexdigest()
 
     def __call__(self, inp: ModuleInput) -> ModuleOutput:

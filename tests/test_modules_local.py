@@ -114,3 +114,28 @@ def test_compute_table_orders_tiers_and_rejects_unknown_methods():
     assert gflops("minilm", 10) == pytest.approx(10 * 2 * 22.7e6 / 1e9)
     with pytest.raises(KeyError, match="known"):
         gflops("bert", "x")
+
+
+def test_filter_budget_per_tier_and_in_the_cache_key():
+    from memory import get_encoder
+    from modules.backends.fake import FakeBackend
+    from modules.base import ModuleInput
+    from modules.cache import CachedLLM, CallCache
+    from modules.pricing import CostModel
+    from modules.strategies.implementation import build_implementation
+    from modules.tier import Tier
+    from modules.types import Evidence
+
+    ev = tuple(Evidence(f"c{i}", f"Ann adopted cat {i} in Paris.", "8 May 2023") for i in range(8))
+    inp = ModuleInput("filter", "Which cat did Ann adopt in Paris?", ev)
+    cache = CallCache()
+    llm = CachedLLM(FakeBackend(responder=lambda r: '{"relevant": [2]}'), cache)
+    enc = get_encoder("hashing")
+    budgets = {"LOW": 2, "MID": 3, "HIGH": 6}
+    mods = build_implementation({"high": llm}, CostModel(), enc, cache, module_topk=budgets, keep_evidence=True)
+    assert [len(mods["filter"].run(inp, t).value) for t in Tier] == [2, 3, 6]
+    # the same persistent cache with another budget must not replay the old selection
+    mods5 = build_implementation({"high": llm}, CostModel(), enc, cache, module_topk=5)
+    assert [len(mods5["filter"].run(inp, t).value) for t in (Tier.LOW, Tier.MID)] == [5, 5]
+    with pytest.raises(ValueError, match="positive int for each of LOW, MID, HIGH"):
+        build_implementation({"high": llm}, CostModel(), enc, module_topk={"LOW": 2, "MID": 3})

@@ -67,7 +67,7 @@ def build_capacity(
         )
     by_tier = {t: llms[t.name.lower()] for t in Tier}
     configs = {
-        t: llm_config(opts, "direct" if is_chat_model(llm.model_id) else "fewshot")
+        t: llm_config(opts, "direct" if is_chat_model(llm.model_id) else "fewshot", t)
         for t, llm in by_tier.items()
     }
     return {

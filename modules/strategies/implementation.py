@@ -26,7 +26,7 @@ from modules.cache import CachedLLM, CallCache
 from modules.llm_tier import LLMTier
 from modules.local_tier import LocalFn, LocalTier
 from modules.pricing import CostModel
-from modules.strategies.common import check_options, llm_config, pick_llm
+from modules.strategies.common import check_options, llm_config, module_topk, pick_llm
 from modules.tier import MODULE_ORDER, Tier
 
 NAME = "implementation"
@@ -46,16 +46,17 @@ def build_implementation(
         cost_model: Prices LLM calls and non-LLM GFLOPs.
         encoder: Sentence encoder for the MID filter and summary (MiniLM in real runs).
         cache: Persistent cache for the non-LLM tiers (LLM calls use the CachedLLM's cache).
-        **opts: ``module_topk`` (default 5), ``max_tokens`` (by module), ``max_prompt_tokens``.
+        **opts: ``module_topk`` (default 5; or one budget per tier), ``max_tokens`` (by module),
+            ``max_prompt_tokens``, ``keep_evidence``.
     """
     check_options(NAME, opts)
     llm = pick_llm(llms, NAME, ("high", "default"))
-    k = int(opts.get("module_topk", 5))
     # (method name, function, reads the question?) per module and non-LLM tier.
+    k_low, k_mid = module_topk(opts, Tier.LOW), module_topk(opts, Tier.MID)
     local: dict[str, dict[Tier, tuple[str, LocalFn, bool]]] = {
         "filter": {
-            Tier.LOW: ("keyword", partial(rules.keyword_filter, k=k), True),
-            Tier.MID: ("minilm", partial(learned.embedding_filter, k=k, encoder=encoder), True),
+            Tier.LOW: ("keyword", partial(rules.keyword_filter, k=k_low), True),
+            Tier.MID: ("minilm", partial(learned.embedding_filter, k=k_mid, encoder=encoder), True),
         },
         "entity": {
             Tier.LOW: ("regex", rules.regex_entity_relations, False),
@@ -74,11 +75,16 @@ def build_implementation(
             Tier.MID: ("extractive", partial(learned.extractive_summary, encoder=encoder), True),
         },
     }
-    high = llm_config(opts, "direct")
+    high = llm_config(opts, "direct", Tier.HIGH)
     modules: dict[str, Module] = {}
     for name in MODULE_ORDER:
+        # The filter's budget changes its output, so it is part of the cache key.
+        params = {Tier.LOW: f"k={k_low}", Tier.MID: f"k={k_mid}"} if name == "filter" else {}
         tiers = {
-            tier: LocalTier(name, tier, NAME, method, fn, cost_model, cache, reads_query=reads_query)
+            tier: LocalTier(
+                name, tier, NAME, method, fn, cost_model, cache, reads_query=reads_query,
+                params=params.get(tier, ""),
+            )
             for tier, (method, fn, reads_query) in local[name].items()
         }
         modules[name] = Module(

@@ -47,7 +47,7 @@ def build_reasoning(
     """
     check_options(NAME, opts)
     llm = pick_llm(llms, NAME, ("default",))
-    configs = {tier: llm_config(opts, style) for tier, style in TIER_STYLES.items()}
+    configs = {tier: llm_config(opts, style, tier) for tier, style in TIER_STYLES.items()}
     return {
         name: Module(
             name,
