@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import router_metrics_report as rmr
 from benchmarks.aggregate import METRICS, SystemSummary, compare_to
 from benchmarks.bootstrap import DEFAULT_ALPHA
 from benchmarks.frontier import (
@@ -30,12 +31,6 @@ from benchmarks.frontier import (
     pareto_frontier,
     reference_pair,
     target_check,
-)
-from benchmarks.router_metrics_report import (
-    RouterMetrics,
-    compute_router_metrics,
-    router_metrics_dict,
-    system_columns,
 )
 from common.atomic import atomic_write_json, atomic_write_text
 from modules.tier import MODULE_ORDER
@@ -71,7 +66,7 @@ class FrontierReport:
     scores: dict[str, FrontierScore] = field(default_factory=dict)
     targets: list[TargetResult] = field(default_factory=list)
     dominance: Dominance | None = None
-    router_metrics: RouterMetrics | None = None
+    router_metrics: rmr.RouterMetrics | None = None
 
     def points(self, kind: str | None = None) -> list[Point]:
         """Cost-quality points of the systems (optionally only ``"router"`` or ``"baseline"``)."""
@@ -137,11 +132,8 @@ def analyse(
         for s in report.summaries:
             compare_to(s, ref)
     # Judge scores can be absent (no judge ran): such systems cannot be placed on the plane.
-    usable = [
-        p
-        for p in report.points()
-        if math.isfinite(p.cost) and math.isfinite(p.quality) and p.kind in ("router", "baseline")
-    ]
+    finite = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
+    usable = [p for p in finite if p.kind in ("router", "baseline")]
     r_pts = [p for p in usable if p.kind == "router"]
     b_pts = [p for p in usable if p.kind == "baseline"]
     report.router_frontier = [p.name for p in pareto_frontier(r_pts)]
@@ -162,7 +154,7 @@ def analyse(
                 report.targets.append(target_check(s.name, q_ratio, c_ratio, quality_frac, cost_frac))
     if r_pts and b_pts:
         report.dominance = dominance(r_pts, b_pts)
-    report.router_metrics = compute_router_metrics(report.summaries, quality, alpha=alpha)
+    report.router_metrics = rmr.compute_router_metrics(report.summaries, quality, alpha=alpha)
     return report
 
 
@@ -334,7 +326,7 @@ def csv_rows(report: FrontierReport) -> list[dict[str, Any]]:
         for mod in MODULE_ORDER:
             for tier, share in s.tier_ratios[mod].items():
                 row[f"tier_{mod}_{tier}"] = share
-        row.update(system_columns(report.router_metrics, s.name))
+        row.update(rmr.system_columns(report.router_metrics, s.name))
         for c in cats:
             for m in ("f1", "judge"):
                 e = s.per_category.get(c, {}).get(m)
@@ -370,7 +362,7 @@ def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) 
         "router_frontier": report.router_frontier,
         "baseline_frontier": report.baseline_frontier,
         "scores": {k: vars(v) for k, v in report.scores.items()},
-        "router_metrics": router_metrics_dict(report.router_metrics) if report.router_metrics else None,
+        "router_metrics": rmr.router_metrics_dict(report.router_metrics) if report.router_metrics else None,
         "targets": [
             {
                 "name": t.name,

@@ -21,7 +21,8 @@ Definitions, as implemented (checked against the reference code):
   curve over ``x in [0, 1]`` (trapezoids; parts of segments outside [0, 1] are clipped). RouteLLM
   computes ``(AUC - weak_auc) / (strong_auc - weak_auc)`` with the accuracies' trapezoid area, which
   is the same number. The straight all-LOW to all-HIGH line scores 0.5; a router that reaches
-  all-HIGH quality at all-LOW cost scores 1.
+  all-HIGH quality at all-LOW cost scores 1. Points better than all-HIGH have PGR > 1, so APGR
+  can exceed 1 here (the oracle often does).
 * **CPT(p)** (RouteLLM's call-performance threshold, ``pct_call_metric``): the smallest cost share
   at which the PGR curve reaches ``p`` (linear interpolation inside a segment, like RouteLLM's
   ``np.interp``). The straight line gives ``CPT(p) = p``; lower is better. Because the curve
@@ -184,12 +185,13 @@ def aiq(points: Sequence[tuple[float, float]], floor: tuple[float, float], c_lo:
         c_hi: End of the cost range (all-HIGH's cost).
 
     Returns:
-        Mean of the hull's quality over the range; NaN when ``c_hi <= c_lo``.
+        Mean of the hull's quality over the range; NaN when ``c_hi <= c_lo`` or the floor or range
+        is not a number (e.g. no judge scores).
 
     Raises:
         ValueError: If the floor costs more than ``c_lo`` (the hull would not cover the range).
     """
-    if not c_hi > c_lo:
+    if not (c_hi > c_lo and math.isfinite(floor[0]) and math.isfinite(floor[1])):
         return math.nan
     if floor[0] > c_lo:
         raise ValueError(f"AIQ floor costs {floor[0]} > start of the range {c_lo}")

@@ -64,6 +64,7 @@ def test_straight_line_and_undefined():
     flat = Ends(1.0, 0.5, 5.0, 0.4)
     assert math.isnan(apgr([R1], flat)) and math.isnan(cpt([R1], flat, 0.5))
     assert math.isnan(aiq([R1], LOW, 1.0, 1.0))
+    assert math.isnan(aiq([R1], (1.0, float("nan")), 1.0, 5.0))  # e.g. all-LOW without judge scores
     with pytest.raises(ValueError, match="floor"):
         aiq([R1], (1.5, 0.2), 1.0, 5.0)
 
