@@ -25,7 +25,10 @@ Definitions, as implemented (checked against the reference code):
   can exceed 1 here (the oracle often does).
 * **CPT(p)** (RouteLLM's call-performance threshold, ``pct_call_metric``): the smallest cost share
   at which the PGR curve reaches ``p`` (linear interpolation inside a segment, like RouteLLM's
-  ``np.interp``). The straight line gives ``CPT(p) = p``; lower is better. Because the curve
+  ``np.interp``). RouteLLM's ``np.interp(target, accuracy, strong_pct)`` assumes accuracy rises
+  with the share; on a curve that dips, the first crossing used here is what the paper's
+  "minimum share of strong calls that reaches the target" means. The straight line gives
+  ``CPT(p) = p``; lower is better; reported as a share in [0, 1], not a percentage. Because the curve
   ends at ``(1, 1)``, ``CPT(p) <= 1`` for every ``p <= 1``.
 * **AIQ** (RouterBench, Hu et al. 2024, ``evaluation/AIQ.py`` of withmartian/routerbench): the
   family's points plus the all-LOW point (the floor a user can always fall back to) are

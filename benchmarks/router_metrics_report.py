@@ -227,8 +227,9 @@ def format_router_metrics(rm: RouterMetrics) -> list[str]:
     """The printed block: one row per family and cost axis, the oracle line, and the notes."""
     lines = [
         f"Router metrics ({rm.quality}; weak end {rm.low}, strong end {rm.high}; 95% bootstrap CIs over "
-        "questions and seeds). APGR, CPT: RouteLLM (area under PGR vs cost share; share needed for "
-        "50%/80% of the gap); AIQ: RouterBench (mean of the non-decreasing convex hull over the cost range)."
+        "questions and seeds). APGR, CPT: RouteLLM (area under PGR vs cost share; cost share, 0-1, "
+        "needed for 50%/80% of the gap); AIQ: RouterBench (mean of the non-decreasing convex hull "
+        "over the cost range)."
     ]
     if rm.families:
         headers = [

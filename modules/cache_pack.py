@@ -106,7 +106,8 @@ def read_sqlite_entries(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
     if not p.is_file():
         raise PackError(f"call cache {p} does not exist")
     try:
-        conn = sqlite3.connect(f"file:{p}?mode=ro", uri=True)
+        # Read-only URI (percent-escaped by as_uri): exporting never writes to the cache.
+        conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True)
         try:
             rows = conn.execute("SELECT key, value FROM calls ORDER BY key").fetchall()
         finally:
