@@ -78,7 +78,8 @@ class Filters:
 
     Attributes:
         tags: ``{tag: value}`` that an entry's ``tags`` must all match (e.g. ``{"module": "entity"}``).
-        models: Model ids, one of which the entry's ``model_id`` must be.
+        models: Model ids, one of which the entry's ``model_id`` must be (local-tier entries have
+            none, so a model filter keeps LLM calls only).
     """
 
     tags: Mapping[str, str] = field(default_factory=dict)

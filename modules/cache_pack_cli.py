@@ -49,7 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument(
         "--tag", action="append", default=[], metavar="KEY=VALUE", help="keep entries with this tag"
     )
-    ex.add_argument("--model", action="append", default=[], help="keep entries of this model id (repeatable)")
+    ex.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="keep LLM calls of this model id (repeatable; drops local-tier entries)",
+    )
     im = sub.add_parser("import", help="verify a pack and merge it into a call cache")
     im.add_argument("pack")
     im.add_argument(
@@ -89,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {k}: {m[k]}")
             bad = version_mismatch(m)
             print("  versions: " + ("match this code" if not bad else "DIFFER: " + "; ".join(bad)))
-            models = Counter(str(v.get("model_id")) for _, v in pack.entries)
-            modules = Counter(str((v.get("tags") or {}).get("module", "?")) for _, v in pack.entries)
+            # Local (non-LLM) tiers cache their outputs too, without a model id or tags.
+            models = Counter(str(v.get("model_id", "local tier")) for _, v in pack.entries)
+            modules = Counter(str((v.get("tags") or {}).get("module", "untagged")) for _, v in pack.entries)
             print("  by model: " + ", ".join(f"{k} {n}" for k, n in models.most_common()))
             print("  by module tag: " + ", ".join(f"{k} {n}" for k, n in modules.most_common()))
     except PackError as exc:
