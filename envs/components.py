@@ -381,6 +381,7 @@ def _import_pack(pack: Any, cache: Any | None) -> Any | None:
     try:
         report = import_pack(p if p.is_absolute() else PROJECT_ROOT / p, cache)
     except PackError as exc:
+        cache.close()  # nothing was written; do not leave the connection open behind the error
         raise ConfigError(f"config cache.pack={pack!r}: {exc}") from exc
     print(report.line())
     return report
