@@ -16,10 +16,14 @@ What it does:
    on top (``key.sub=value``, or ``group=option`` to load ``configs/group/option.yaml``).
 3. Builds the components and the test question bank once, chooses ``best-fixed`` on the
    validation split (see :mod:`benchmarks.tier_search`), evaluates every system (per-question
-   records cached on disk, see :mod:`benchmarks.frontier_runner`), aggregates with bootstrap
-   intervals, and prints the table and the verdict.
-4. Writes ``frontier.csv``, ``frontier.json``, ``frontier.png`` and ``metadata.json`` (resolved
-   config, checkpoint ids and sha256s, data checksums, judge prompt hash, provenance) to ``--out``.
+   records cached on disk, see :mod:`benchmarks.frontier_runner`), builds the oracle (best
+   evaluated path per question, :mod:`benchmarks.oracle`), aggregates with bootstrap intervals,
+   and prints the table, the router metrics (RouteLLM APGR and CPT(50%/80%), RouterBench AIQ,
+   the oracle's share; :mod:`benchmarks.router_metrics`), the verdict and the call cache's
+   hits and misses (which calls were replayed).
+4. Writes ``frontier.csv``, ``router_metrics.csv``, ``frontier.json``, ``frontier.png`` and
+   ``metadata.json`` (resolved config, checkpoint ids and sha256s, data checksums, judge prompt
+   hash, provenance) to ``--out``.
 """
 
 from __future__ import annotations
@@ -76,8 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--baselines",
         default=DEFAULT_BASELINES,
-        help="comma list: all-low, all-mid, all-high, random, best-fixed, "
-        "fixed:L,M,H,M,L (separate several fixed tuples with ';')",
+        help="comma list: all-low, all-mid, all-high, random, best-fixed, single-module (the 10 one-module "
+        "changes from all-MID, more paths for the oracle), fixed:L,M,H,M,L (separate several fixed tuples "
+        "with ';')",
     )
     a(
         "--random-seeds",
@@ -195,6 +200,7 @@ def run_with(
 ) -> int:
     """Everything after the components and the test bank exist (tests call this with fakes)."""
     from benchmarks.frontier_plot import plot_frontier
+    from benchmarks.oracle import oracle_system
     from benchmarks.report import (
         analyse,
         format_category_table,
@@ -204,7 +210,9 @@ def run_with(
         write_csv,
         write_json,
     )
+    from benchmarks.router_metrics_report import format_router_metrics, write_router_metrics_csv
     from common.provenance import run_metadata
+    from modules.cache_pack import cache_summary_line
 
     bench = str(components.benchmark)
     out = Path(args.out or PROJECT_ROOT / "runs" / "frontier" / f"{bench}-{args.split}")
@@ -250,6 +258,7 @@ def run_with(
     record_commits = sorted(
         {str(r.get("git_commit", "unknown")) for sr in runs for run in sr.runs for r in run.records}
     )
+    runs.append(oracle_system(runs, qids, quality=args.quality, cost=args.cost))
     summaries = [summarise(s, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha) for s in runs]
     report = analyse(
         summaries,
@@ -258,6 +267,7 @@ def run_with(
         reference=args.reference,
         quality_frac=args.quality_frac,
         cost_frac=args.cost_frac,
+        alpha=args.alpha,
     )
     judge = components.judge
     judge_hash = getattr(judge, "prompt_hash", None) if judge is not None else None
@@ -275,6 +285,7 @@ def run_with(
         "checkpoints": ckpts,
         "judge_prompt_hash": judge_hash,
         "judge_protocol": judge_protocol,
+        "cache_pack": pack.line() if (pack := getattr(components, "cache_pack", None)) else None,
         "bootstrap": {
             "n_boot": args.n_boot,
             "seed": args.boot_seed,
@@ -286,6 +297,8 @@ def run_with(
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "metadata.json", json_safe(meta))
     write_csv(report, out / "frontier.csv")
+    if report.router_metrics is not None:
+        write_router_metrics_csv(report.router_metrics, out / "router_metrics.csv")
     write_json(report, out / "frontier.json", meta)
     title = f"{bench} / {args.split}: {len(qids)} questions" + (
         f" (limit {args.limit})" if args.limit else ""
@@ -304,8 +317,12 @@ def run_with(
             + ", ".join(f"{s.name} {s.metrics['judge_failed'].mean:.1%}" for s in summaries)
         )
         print()
+    if report.router_metrics is not None:
+        print("\n".join(format_router_metrics(report.router_metrics)))
+        print()
     print("\n".join(verdict_lines(report)))
-    print(f"\nwrote {out}/: frontier.csv, frontier.json, frontier.png, metadata.json")
+    print(f"\nwrote {out}/: frontier.csv, router_metrics.csv, frontier.json, frontier.png, metadata.json")
+    print(cache_summary_line(getattr(components, "cache", None)))
     bad = [s.name for s in summaries if not math.isfinite(s.metrics[args.quality].mean)]
     if bad:
         print(f"warning: no {args.quality} values for {bad} (is the judge enabled?)")

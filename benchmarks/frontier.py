@@ -1,4 +1,4 @@
-"""Cost-quality frontier maths: Pareto sets, area under the frontier, APGR, verdicts.
+"""Cost-quality frontier maths: Pareto sets, area under the step frontier, verdicts.
 
 Definitions (all on point estimates; the intervals are reported next to them):
 
@@ -17,10 +17,13 @@ Definitions (all on point estimates; the intervals are reported next to them):
   - ``auc`` = mean of ``Q_F(c)`` over the range divided by ``q_high``. 1.0 would be
     all-HIGH quality at all-LOW cost; the {all-LOW, all-HIGH} pair alone scores
     ``q_low / q_high``.
-  - ``apgr`` (average performance-gap recovered, after RouteLLM) = mean over the range of
+  - ``step_pgr`` (mean performance-gap recovered by the *step* curve) = mean over the range of
     ``(Q_F(c) - q_low) / (q_high - q_low)``. The straight line from all-LOW to all-HIGH
     (what random per-query mixing of the two achieves in expectation) scores exactly 0.5,
-    so ``apgr - 0.5`` is the gain over that line; the pair alone scores 0.
+    so ``step_pgr - 0.5`` is the gain over that line; the pair alone scores 0. This is *not*
+    RouteLLM's APGR, which interpolates between points (see :mod:`benchmarks.router_metrics`
+    for APGR, CPT and AIQ as the literature defines them); the step curve only credits what
+    one deployed system buys.
 
 * The *target*: a router reaches ``>= quality_frac`` (95%) of all-HIGH quality at
   ``<= cost_frac`` (50%) of all-HIGH cost. It passes on point estimates; it passes
@@ -116,8 +119,8 @@ class FrontierScore:
 
     Attributes:
         auc: Normalised area under the step curve (see module docstring).
-        apgr: Average performance-gap recovered; the low-high straight line scores 0.5.
-        gain_over_line: ``apgr - 0.5``.
+        step_pgr: Mean performance-gap recovered by the step curve; the low-high line scores 0.5.
+        gain_over_line: ``step_pgr - 0.5``.
         c_lo: Cost of the cheapest baseline.
         c_hi: Cost of the dearest baseline.
         q_lo: Quality of the cheapest baseline.
@@ -127,7 +130,7 @@ class FrontierScore:
     """
 
     auc: float
-    apgr: float
+    step_pgr: float
     gain_over_line: float
     c_lo: float
     c_hi: float
@@ -146,18 +149,18 @@ def frontier_score(points: Sequence[Point], low: Point, high: Point) -> Frontier
         high: Dearest baseline (range end and quality reference).
 
     Returns:
-        The :class:`FrontierScore`. ``apgr`` is NaN when ``high`` is not better than ``low``
+        The :class:`FrontierScore`. ``step_pgr`` is NaN when ``high`` is not better than ``low``
         (there is no gap to recover) and ``auc`` is NaN when ``high``'s quality is 0.
     """
     _check_finite([*points, low, high])
     mean_q = step_curve_mean(points, low, low.cost, high.cost)
     auc = mean_q / high.quality if high.quality != 0 else float("nan")
     gap = high.quality - low.quality
-    apgr = (mean_q - low.quality) / gap if gap > 0 else float("nan")
+    step_pgr = (mean_q - low.quality) / gap if gap > 0 else float("nan")
     return FrontierScore(
         auc=auc,
-        apgr=apgr,
-        gain_over_line=apgr - 0.5,
+        step_pgr=step_pgr,
+        gain_over_line=step_pgr - 0.5,
         c_lo=low.cost,
         c_hi=high.cost,
         q_lo=low.quality,

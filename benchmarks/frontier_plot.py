@@ -2,9 +2,12 @@
 
 Left panel: every system at (mean cost, mean quality) with 95% bootstrap error bars on both
 axes; routers in colour and labelled (by λ when known), baselines in grey; each family's
-step frontier (what a user can buy at each budget by picking one system); the straight line
-from the cheapest to the dearest baseline (APGR = 0.5); and the target box (>= 95% of the
-reference quality at <= 50% of its cost). Right panel: the mean tier each router picks per
+step frontier (what a user can buy at each budget by picking one system); the routers'
+non-decreasing convex hull (what RouterBench's AIQ integrates); the oracle (best evaluated path
+per question) as a red star; the straight line from the cheapest to the dearest baseline
+(PGR = cost share, APGR = 0.5); the target box (>= 95% of the reference quality at <= 50% of its
+cost); and a box with APGR, CPT(50%/80%) and AIQ of the routers, baselines and oracle on the
+plotted cost axis. Right panel: the mean tier each router picks per
 module (0 = LOW, 1 = MID, 2 = HIGH), which shows *how* a router saves.
 """
 
@@ -21,6 +24,7 @@ import numpy as np
 
 from benchmarks.frontier import pareto_frontier
 from benchmarks.report import FrontierReport
+from benchmarks.router_metrics import nondecreasing_hull
 from common.atomic import atomic_write_with
 from modules.tier import MODULE_ORDER
 
@@ -77,7 +81,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         )
     if "baselines" in report.scores:
         s = report.scores["baselines"]
-        tag = " (APGR 0.5)" if s.q_hi > s.q_lo else ""
+        tag = " (APGR 0.5)" if s.q_hi > s.q_lo else ""  # RouteLLM's APGR of the straight line
         ax.plot(
             [s.c_lo, s.c_hi],
             [s.q_lo, s.q_hi],
@@ -99,7 +103,9 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         front = pareto_frontier(fam)
         xs, ys = _step_xy(front, x_max)
         label = f"{family} frontier" + (
-            f" (APGR {score.apgr:.2f}, AUC {score.auc:.2f})" if score and math.isfinite(score.apgr) else ""
+            f" (step PGR {score.step_pgr:.2f}, AUC {score.auc:.2f})"
+            if score and math.isfinite(score.step_pgr)
+            else ""
         )
         ax.plot(
             xs,
@@ -119,13 +125,17 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             i = routers.index(s)
             colour = colours(i / max(len(routers) - 1, 1) * 0.85)
             marker = "o"
+        elif s.kind == "oracle":
+            colour, marker = "tab:red", "*"
         else:
             colour, marker = "dimgrey", "s"
         ax.errorbar([p.cost], [p.quality], xerr=xerr, yerr=yerr, fmt=marker, color=colour, ms=6, capsize=2)
         lam = s.params.get("cost_lambda")
         prefix = "cond " if s.params.get("conditioned") else ""  # one λ-conditioned router's points
         text = f"{prefix}λ={lam:g}" if s.kind == "router" and isinstance(lam, (int, float)) else p.name
-        ax.annotate(text, (p.cost, p.quality), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        if not s.params.get("single_module"):  # ten of them share a few spots: unlabelled grey squares
+            ax.annotate(text, (p.cost, p.quality), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    _draw_router_metrics(ax, report, pts)
     ax.set_xlabel(_LABELS.get(c, c))
     ax.set_ylabel(_LABELS.get(q, q))
     ax.set_xlim(left=0)
@@ -158,3 +168,34 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         return atomic_write_with(path, _save)
     finally:
         plt.close(fig)
+
+
+def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list) -> None:
+    """The routers' AIQ hull (dashed) and a text box of APGR / CPT / AIQ on the plotted cost axis."""
+    rm = report.router_metrics
+    if rm is None or rm.low is None:
+        return
+    low = next((p for p in pts if p.name == rm.low), None)
+    routers = [(p.cost, p.quality) for p in pts if p.kind == "router"]
+    if low is not None and routers:
+        hull = nondecreasing_hull([*routers, (low.cost, low.quality)])
+        xs, ys = [c for c, _ in hull], [q for _, q in hull]
+        ax.plot(xs, ys, ls="--", color="tab:blue", lw=1, alpha=0.6, label="routers' AIQ hull")
+    rows = [
+        f"{f.family}: APGR {f.apgr.mean:.2f}  CPT50 {f.cpt[0.5].mean:.2f}  CPT80 {f.cpt[0.8].mean:.2f}  "
+        f"AIQ {f.aiq.mean:.3f}"
+        for f in rm.families
+        if f.cost == report.cost
+    ]
+    if rows:
+        ax.text(
+            0.99,
+            0.02,
+            "\n".join(rows),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=6.5,
+            family="monospace",
+            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "lightgrey"},
+        )

@@ -7,8 +7,10 @@ run per seed. Each router is evaluated with the λ it was trained with in its ob
 λ-conditioned router (``cost.lambdas``) is evaluated once at each of its λ values.
 
 Baselines: fixed tuples (``all-low``, ``all-mid``, ``all-high``, ``fixed:L,M,H,M,L``), the
-random baseline (one run per ``--random-seeds`` seed) and ``best-fixed`` (chosen on the
-validation split by :mod:`benchmarks.tier_search`).
+random baseline (one run per ``--random-seeds`` seed), ``best-fixed`` (chosen on the
+validation split by :mod:`benchmarks.tier_search`) and ``single-module``: the 10 paths that
+change one module of all-MID to LOW or HIGH (they give the oracle, :mod:`benchmarks.oracle`,
+paths to choose from beyond the uniform ones).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from benchmarks.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run
 from benchmarks.tier_search import tiers_label
+from modules.tier import MODULE_ORDER, Tier
 
 
 def _is_checkpoint(p: Path) -> bool:
@@ -160,6 +163,8 @@ def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSp
         if low == "random":
             seeds = [int(s) for s in str(args.random_seeds).split(",") if s.strip()]
             systems.append(SystemSpec("random", "baseline", [random_run(s) for s in seeds], {"seeds": seeds}))
+        elif low == "single-module":
+            systems += single_module_systems()
         elif low == "best-fixed":
             result = val_search()
             systems.append(
@@ -180,3 +185,20 @@ def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSp
                 SystemSpec(label, "baseline", [fixed_run(tuple(tiers))], {"tiers": tiers_label(tiers)})
             )
     return systems
+
+
+def single_module_systems() -> list[SystemSpec]:
+    """The 10 fixed paths that differ from all-MID in one module (set to LOW or to HIGH)."""
+    out = []
+    for i, module in enumerate(MODULE_ORDER):
+        for tier in (Tier.LOW, Tier.HIGH):
+            tiers = tuple(tier if j == i else Tier.MID for j in range(len(MODULE_ORDER)))
+            out.append(
+                SystemSpec(
+                    f"all-mid, {module}={tier.name}",
+                    "baseline",
+                    [fixed_run(tiers)],
+                    {"tiers": tiers_label(tiers), "single_module": module},
+                )
+            )
+    return out

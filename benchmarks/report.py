@@ -2,10 +2,11 @@
 
 :func:`analyse` turns the per-system summaries (see :mod:`benchmarks.aggregate`) into a
 :class:`FrontierReport`: paired comparisons against the reference (all-HIGH), the Pareto
-frontiers, the frontier scores (AUC, APGR) of the routers and of the baselines, the target
-check and the dominance verdict, with the two answers users ask for written out in plain
-words (:func:`verdict_lines`). Every number in the verdict is computed here from the
-summaries; nothing is typed in by hand.
+frontiers, the step-frontier scores (AUC, step PGR) of the routers and of the baselines, the
+router metrics of the literature (RouteLLM APGR/CPT, RouterBench AIQ, the oracle's share; see
+:mod:`benchmarks.router_metrics_report`), the target check and the dominance verdict, with
+the two answers users ask for written out in plain words (:func:`verdict_lines`). Every
+number in the verdict is computed here from the summaries; nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import router_metrics_report as rmr
 from benchmarks.aggregate import METRICS, SystemSummary, compare_to
+from benchmarks.bootstrap import DEFAULT_ALPHA
 from benchmarks.frontier import (
     Dominance,
     FrontierScore,
@@ -38,7 +41,7 @@ class FrontierReport:
     """Everything the frontier command reports.
 
     Attributes:
-        summaries: Per-system summaries (routers sorted by λ, then baselines by cost).
+        summaries: Per-system summaries (routers sorted by λ, then baselines by cost, then the oracle).
         quality: Quality metric on the y axis (``"f1"``, ``"em"`` or ``"judge"``).
         cost: Cost metric on the x axis (``"module_cost"`` or ``"total_cost"``).
         reference: Name of the reference system (all-HIGH), or None if absent.
@@ -49,6 +52,7 @@ class FrontierReport:
         scores: ``{"routers"|"baselines"|"all": FrontierScore}``.
         targets: Target check of every router.
         dominance: Router-vs-baseline dominance, or None without routers.
+        router_metrics: APGR, CPT, AIQ per family and cost axis, PGR and oracle share per system.
     """
 
     summaries: list[SystemSummary]
@@ -62,6 +66,7 @@ class FrontierReport:
     scores: dict[str, FrontierScore] = field(default_factory=dict)
     targets: list[TargetResult] = field(default_factory=list)
     dominance: Dominance | None = None
+    router_metrics: rmr.RouterMetrics | None = None
 
     def points(self, kind: str | None = None) -> list[Point]:
         """Cost-quality points of the systems (optionally only ``"router"`` or ``"baseline"``)."""
@@ -85,6 +90,7 @@ def analyse(
     reference: str = "all-high",
     quality_frac: float = 0.95,
     cost_frac: float = 0.5,
+    alpha: float = DEFAULT_ALPHA,
 ) -> FrontierReport:
     """Compute comparisons, frontiers, scores, target checks and dominance.
 
@@ -95,6 +101,7 @@ def analyse(
         reference: Reference system for ratios and the target (normally ``"all-high"``).
         quality_frac: Target share of reference quality.
         cost_frac: Allowed share of reference cost.
+        alpha: Two-sided miscoverage of the router metrics' intervals.
 
     Returns:
         The :class:`FrontierReport` (summaries are updated in place with ``vs_reference``).
@@ -106,12 +113,15 @@ def analyse(
         if m not in METRICS:
             raise ValueError(f"unknown metric {m!r}; choose from {METRICS}")
     routers = sorted((s for s in summaries if s.kind == "router"), key=lambda s: (_lambda(s), s.name))
+    # The oracle (kind "oracle") is shown but is neither a baseline nor a router: it picks paths with
+    # hindsight, so it stays out of the frontiers, scores, targets and dominance.
     baselines = sorted(
-        (s for s in summaries if s.kind != "router"), key=lambda s: (s.metrics[cost].mean, s.name)
+        (s for s in summaries if s.kind == "baseline"), key=lambda s: (s.metrics[cost].mean, s.name)
     )
+    others = [s for s in summaries if s.kind not in ("router", "baseline")]
     ref = next((s for s in summaries if s.name == reference), None)
     report = FrontierReport(
-        summaries=[*routers, *baselines],
+        summaries=[*routers, *baselines, *others],
         quality=quality,
         cost=cost,
         reference=ref.name if ref else None,
@@ -122,9 +132,10 @@ def analyse(
         for s in report.summaries:
             compare_to(s, ref)
     # Judge scores can be absent (no judge ran): such systems cannot be placed on the plane.
-    usable = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
+    finite = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
+    usable = [p for p in finite if p.kind in ("router", "baseline")]
     r_pts = [p for p in usable if p.kind == "router"]
-    b_pts = [p for p in usable if p.kind != "router"]
+    b_pts = [p for p in usable if p.kind == "baseline"]
     report.router_frontier = [p.name for p in pareto_frontier(r_pts)]
     report.baseline_frontier = [p.name for p in pareto_frontier(b_pts)]
     if len(b_pts) >= 2:
@@ -143,6 +154,7 @@ def analyse(
                 report.targets.append(target_check(s.name, q_ratio, c_ratio, quality_frac, cost_frac))
     if r_pts and b_pts:
         report.dominance = dominance(r_pts, b_pts)
+    report.router_metrics = rmr.compute_router_metrics(report.summaries, quality, alpha=alpha)
     return report
 
 
@@ -206,13 +218,14 @@ def verdict_lines(report: FrontierReport) -> list[str]:
     if sb_all is not None and not sb_all.q_hi > sb_all.q_lo:
         lines.append(
             f"    Note: the dearest baseline ({sb_all.high}, {q} {sb_all.q_hi:.3f}) is not better than the "
-            f"cheapest ({sb_all.low}, {sb_all.q_lo:.3f}): no quality gap to recover, so APGR is undefined."
+            f"cheapest ({sb_all.low}, {sb_all.q_lo:.3f}): no quality gap to recover, so PGR is undefined."
         )
     elif "routers" in report.scores and report.dominance is not None:
         sr, sb = report.scores["routers"], report.scores["baselines"]
         lines.append(
-            f"    Frontier score over [{sr.low}, {sr.high}] cost range: APGR routers {sr.apgr:.3f} vs "
-            f"baselines {sb.apgr:.3f} (the {sr.low}-{sr.high} straight line = 0.500); "
+            f"    Step-frontier score over [{sr.low}, {sr.high}] cost range: step PGR routers "
+            f"{sr.step_pgr:.3f} vs baselines {sb.step_pgr:.3f} "
+            f"(the {sr.low}-{sr.high} straight line = 0.500); "
             f"normalised AUC routers {sr.auc:.3f} vs baselines {sb.auc:.3f}."
         )
     return lines
@@ -313,6 +326,7 @@ def csv_rows(report: FrontierReport) -> list[dict[str, Any]]:
         for mod in MODULE_ORDER:
             for tier, share in s.tier_ratios[mod].items():
                 row[f"tier_{mod}_{tier}"] = share
+        row.update(rmr.system_columns(report.router_metrics, s.name))
         for c in cats:
             for m in ("f1", "judge"):
                 e = s.per_category.get(c, {}).get(m)
@@ -348,6 +362,7 @@ def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) 
         "router_frontier": report.router_frontier,
         "baseline_frontier": report.baseline_frontier,
         "scores": {k: vars(v) for k, v in report.scores.items()},
+        "router_metrics": rmr.router_metrics_dict(report.router_metrics) if report.router_metrics else None,
         "targets": [
             {
                 "name": t.name,

@@ -47,7 +47,8 @@ top-level sections such as ``ppo`` are ignored here)::
       include_answer_cost: false
       alpha: {mode: frozen, warmup: 256, window: 2000}   # see envs.reward
     reward: {task_metric: f1}   # f1 | em | judge
-    cache: {path: .cache/llm_calls.sqlite}   # path: null disables the call cache
+    cache: {path: .cache/llm_calls.sqlite, pack: none}   # path: null disables the call cache;
+                                # pack: a call pack (modules.cache_pack) imported before the run
     data_dir: null              # benchmark data dir (default $BUDGET_ROUTER_DATA or ../shared/data)
 
 Identical backend settings are built once: if the answer LLM and the HIGH-tier LLM are the
@@ -75,7 +76,7 @@ _SECTION_KEYS: dict[str, set[str]] = {
     "question_bank": {"k", "limit", "max_samples", "seed", "cache_dir", "split"},
     "judge": {"enabled", "backend", "protocol"},
     "answer": {"backend"},
-    "cache": {"path"},
+    "cache": {"path", "pack"},
 }
 
 #: Default call-cache location (project-relative, git-ignored).
@@ -116,6 +117,7 @@ class EnvComponents:
         scorer: ``(question, prediction, benchmark) -> {"f1", "em"}``; None = benchmarks.metrics.score_answer.
         llms: The CachedLLMs by role (``answer``, ``judge`` and the strategy's roles).
         config: The config these were built from (for provenance).
+        cache_pack: What importing ``cache.pack`` did (``modules.cache_pack.ImportReport``), or None.
     """
 
     encoder: Any
@@ -133,6 +135,7 @@ class EnvComponents:
     scorer: Callable[[Any, str, str], dict[str, float]] | None = None
     llms: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    cache_pack: Any | None = None
 
     def close(self) -> None:
         """Release backends and the cache connection."""
@@ -309,6 +312,7 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         else:
             p = Path(text).expanduser()
             cache = CallCache(p if p.is_absolute() or text == ":memory:" else PROJECT_ROOT / p)
+    pack_report = _import_pack(cache_cfg.get("pack"), cache)
 
     pool = _BackendPool(cache)
     llms: dict[str, Any] = {}
@@ -355,12 +359,37 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         task_metric=task_metric,
         llms=llms_all,
         config=copy.deepcopy(dict(cfg)),
+        cache_pack=pack_report,
     )
 
 
 def check_cost_lambda_config(value: Any, name: str) -> float:
     """A config λ as a float (the shared check), or a :class:`ConfigError` naming ``name``."""
     return _cost_lambda(value, name)
+
+
+def _import_pack(pack: Any, cache: Any | None) -> Any | None:
+    """Import ``cache.pack`` (a pack file; ``none``/null = nothing) into the cache, printing what it did.
+
+    Raises:
+        ConfigError: If a pack is named without a call cache, or the pack is missing, corrupt or of
+            other code versions (a run must not silently start cold when it was told to replay).
+    """
+    if pack is None or str(pack).strip().lower() in ("", "none", "null"):
+        return None
+    if cache is None:
+        raise ConfigError(f"config cache.pack={pack!r} needs a call cache, but cache.path is null")
+    from common.datadir import PROJECT_ROOT
+    from modules.cache_pack import PackError, import_pack
+
+    p = Path(str(pack)).expanduser()
+    try:
+        report = import_pack(p if p.is_absolute() else PROJECT_ROOT / p, cache)
+    except PackError as exc:
+        cache.close()  # nothing was written; do not leave the connection open behind the error
+        raise ConfigError(f"config cache.pack={pack!r}: {exc}") from exc
+    print(report.line())
+    return report
 
 
 def _cost_lambda(value: Any, name: str) -> float:

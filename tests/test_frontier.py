@@ -49,30 +49,30 @@ def test_step_curve_and_scores_hand_computed():
     assert step_curve_mean(routers, LOW, 1.0, 5.0) == pytest.approx(0.45)
     s = frontier_score(routers, LOW, HIGH)
     assert s.auc == pytest.approx(0.45 / 0.6)
-    assert s.apgr == pytest.approx((0.45 - 0.2) / 0.4)
+    assert s.step_pgr == pytest.approx((0.45 - 0.2) / 0.4)
     assert s.gain_over_line == pytest.approx(0.125)
     assert (s.low, s.high, s.c_lo, s.c_hi) == ("all-low", "all-high", 1.0, 5.0)
 
 
 def test_pair_alone_scores_zero_and_line_scores_half():
     pair = frontier_score([LOW, HIGH], LOW, HIGH)
-    assert pair.apgr == pytest.approx(0.0)
+    assert pair.step_pgr == pytest.approx(0.0)
     assert pair.auc == pytest.approx(0.2 / 0.6)
     # many points on the straight low-high line: the step curve approaches the line from below
     cs = np.linspace(1.0, 5.0, 2001)
     line = [Point(f"p{i}", c, 0.2 + 0.1 * (c - 1.0)) for i, c in enumerate(cs)]
     s = frontier_score(line, LOW, HIGH)
-    assert s.apgr < 0.5 and s.apgr == pytest.approx(0.5, abs=1e-3)
+    assert s.step_pgr < 0.5 and s.step_pgr == pytest.approx(0.5, abs=1e-3)
 
 
 def test_cheap_strong_router_recovers_whole_gap():
     s = frontier_score([Point("r", 0.5, 0.6)], LOW, HIGH)
-    assert s.apgr == pytest.approx(1.0) and s.auc == pytest.approx(1.0)
+    assert s.step_pgr == pytest.approx(1.0) and s.auc == pytest.approx(1.0)
 
 
 def test_undefined_gap_and_range():
     s = frontier_score([], Point("lo", 1, 0.5), Point("hi", 2, 0.4))
-    assert np.isnan(s.apgr)
+    assert np.isnan(s.step_pgr)
     with pytest.raises(ValueError, match="empty cost range"):
         step_curve_mean([], LOW, 1.0, 1.0)
 

@@ -227,3 +227,68 @@ def test_router_config_read_from_provenance(tmp_path):
     path = export_router(_model(2, comps), tmp_path / "r" / "router", meta, verify=4)
     _, _, cfgs = frontier_systems.router_systems([path])
     assert cfgs == [{"seed": 2, "encoder": "hashing", "cost": {"lambda": 0.3}}]
+
+
+def test_router_metrics_oracle_and_single_module_end_to_end(tmp_path, capsys):
+    """Baselines incl. the 10 single-module paths on the fake task; every number computed by hand.
+
+    Module costs: LOW 0.1, MID 1, HIGH 3 per module. all-LOW (0.5, F1 0), all-HIGH (15, F1 1).
+    Oracle per question type: `when` -> all-MID with temporal=HIGH (cost 7), `who` -> entity=HIGH (7),
+    `what` -> all-MID with one non-topic module LOW (4.1, the cheapest F1-1 path; ties by cost).
+    """
+    import csv
+
+    args = _args(tmp_path, "--baselines", "all-low,all-mid,all-high,single-module")
+    assert _run(args) == 0
+    text = capsys.readouterr().out
+    assert "Router metrics" in text and "oracle: PGR 1.000" in text and "call cache" in text
+    out = tmp_path / "out"
+    data = json.loads((out / "frontier.json").read_text())
+    by_name = {s["name"]: s for s in data["systems"]}
+    assert sum(s["params"].get("single_module") is not None for s in data["systems"]) == 10
+    assert by_name["all-mid, temporal=HIGH"]["params"]["tiers"] == "M,M,H,M,M"
+    oracle = by_name["oracle"]
+    assert oracle["kind"] == "oracle" and oracle["params"]["paths_per_question"]["min"] == 13
+    assert oracle["metrics"]["f1"]["mean"] == pytest.approx(1.0)
+    oracle_cost = (7 + 7 + 4.1) / 3
+    assert oracle["metrics"]["module_cost"]["mean"] == pytest.approx(oracle_cost)
+    fams = {(f["family"], f["cost_axis"]): f for f in data["router_metrics"]["families"]}
+    share = (oracle_cost - 0.5) / 14.5
+    # the oracle's curve (0,0) (share,1) (1,1): area 1 - share/2; its AIQ hull is the same shape
+    assert fams[("oracle", "module_cost")]["apgr"]["mean"] == pytest.approx(1 - share / 2)
+    assert fams[("oracle", "module_cost")]["aiq"]["mean"] == pytest.approx(1 - share / 2)
+    assert fams[("oracle", "module_cost")]["cpt"]["0.5"]["mean"] == pytest.approx(share / 2)
+    base = fams[("baselines", "module_cost")]
+    # baseline PGR curve: 0 up to share 3.6/14.5, 1/3 to 6.5/14.5, then 2/3 -> 1 at share 1:
+    # area 1/3*(6.5-3.6)/14.5 + (2/3+1)/2*(8/14.5)
+    assert base["apgr"]["mean"] == pytest.approx((2.9 / 3 + 8 * 5 / 6) / 14.5)
+    assert base["cpt"]["0.5"]["mean"] == pytest.approx(6.5 / 14.5)
+    assert base["cpt"]["0.8"]["mean"] == pytest.approx((6.5 + 0.4 * 8) / 14.5)
+    # AIQ hull (0.5,0) (7,2/3) (15,1): (6.5*1/3 + 8*5/6) / 14.5
+    assert base["aiq"]["mean"] == pytest.approx((6.5 / 3 + 8 * 5 / 6) / 14.5)
+    with open(out / "router_metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {(r["family"], r["cost_axis"]) for r in rows} == set(fams)
+    assert float(rows[0]["apgr"]) == pytest.approx(
+        fams[(rows[0]["family"], rows[0]["cost_axis"])]["apgr"]["mean"]
+    )
+
+
+def test_oracle_bounds_every_router(sweep, tmp_path):
+    args = _args(
+        tmp_path,
+        "--routers",
+        str(sweep / "lam*"),
+        "--checkpoint-glob",
+        "best",
+        "--baselines",
+        "all-low,all-high",
+    )
+    assert _run(args) == 0
+    data = json.loads((tmp_path / "out" / "frontier.json").read_text())
+    f1 = {s["name"]: s["metrics"]["f1"]["mean"] for s in data["systems"]}
+    assert all(f1["oracle"] >= v - 1e-12 for v in f1.values())
+    fams = {f["family"] for f in data["router_metrics"]["families"]}
+    assert {"routers", "baselines", "oracle"} <= fams
+    per = data["router_metrics"]["per_system"]
+    assert "oracle_gain" in per["router λ=0"] and "oracle_gain" not in per["all-low"]

@@ -132,7 +132,9 @@ def test_filter_budget_per_tier_and_in_the_cache_key():
     llm = CachedLLM(FakeBackend(responder=lambda r: '{"relevant": [2]}'), cache)
     enc = get_encoder("hashing")
     budgets = {"LOW": 2, "MID": 3, "HIGH": 6}
-    mods = build_implementation({"high": llm}, CostModel(), enc, cache, module_topk=budgets, keep_evidence=True)
+    mods = build_implementation(
+        {"high": llm}, CostModel(), enc, cache, module_topk=budgets, keep_evidence=True
+    )
     assert [len(mods["filter"].run(inp, t).value) for t in Tier] == [2, 3, 6]
     # the same persistent cache with another budget must not replay the old selection
     mods5 = build_implementation({"high": llm}, CostModel(), enc, cache, module_topk=5)

@@ -65,7 +65,7 @@ def test_analyse_yes_case_and_outputs(tmp_path):
     assert rep.dominance.verdict == "partly"
     assert rep.dominance.dominated_by["all-low"] is None
     assert rep.dominance.dominated_by["all-mid"] == "router λ=0.5"
-    assert rep.scores["routers"].apgr > rep.scores["baselines"].apgr
+    assert rep.scores["routers"].step_pgr > rep.scores["baselines"].step_pgr
     lines = verdict_lines(rep)
     text = "\n".join(lines)
     assert "Q1." in text and "YES: router λ=0.1." in text
@@ -112,7 +112,7 @@ def test_baselines_only_and_bad_metric(tmp_path):
     rep = analyse(baselines())
     text = "\n".join(verdict_lines(rep))
     assert "CANNOT TELL: no router was evaluated." in text
-    assert rep.scores["baselines"].apgr > 0
+    assert rep.scores["baselines"].step_pgr > 0
     assert plot_frontier(rep, tmp_path / "b.png").stat().st_size > 0
     with pytest.raises(ValueError, match="unknown metric"):
         analyse(baselines(), quality="bleu")

@@ -330,7 +330,10 @@ def _print_result(result: Mapping[str, Any], md_report: Path) -> None:
                 f"  at λ={lam}: objective {pv['objective']:.4f}, F1 {pv['f1']:.4f}, "
                 f"module cost {pv['module_cost']:.4g}, HIGH share {pv['high_share']:.2f}"
             )
-    print(f"LLM calls {result['llm_calls']} (cache hits {result['cache_hit_rate']:.0%})")
+    print(
+        f"LLM calls {result['llm_calls']}: {result['cache_hits']} replayed from the call cache "
+        f"({result['cache_hit_rate']:.0%}), {result['llm_calls'] - result['cache_hits']} computed"
+    )
     print(f"router:            {rel(result['router'])}")
     print(f"checkpoint:        {rel(result['checkpoint'])}  (resume=<this path>)")
     print(f"validation report: {rel(str(md_report))}")

@@ -1,0 +1,204 @@
+"""The router metrics the routing literature reports: RouteLLM's APGR and CPT, RouterBench's AIQ.
+
+All three summarise a *family* of cost-quality points (a router at several λ, or a set of
+baselines) between a weak end (all-LOW: every module at its cheapest tier) and a strong end
+(all-HIGH). Costs are mean costs per question on one axis (module cost or total cost).
+
+Definitions, as implemented (checked against the reference code):
+
+* **Cost share** of a point: ``x = (cost - c_low) / (c_high - c_low)``. It plays the role of
+  RouteLLM's "share of calls to the strong model": all-LOW is at 0, all-HIGH at 1.
+* **PGR** (performance gap recovered) of a point: ``(q - q_low) / (q_high - q_low)``; NaN when
+  ``q_high <= q_low`` (no gap to recover).
+* **PGR curve** of a family: its points' ``(x, PGR)`` sorted by ``x`` (ties by PGR), with the two
+  ends ``(0, 0)`` and ``(1, 1)`` added, joined by straight lines. RouteLLM sweeps a router's
+  threshold from "everything weak" to "everything strong", so its curves always contain both
+  ends; a λ sweep does not, so the ends are added (λ → ∞ is all-LOW; all-HIGH is always
+  available). A straight segment between two points is what routing each query to one of the
+  two systems at random realises in expectation, the same interpolation RouteLLM's
+  ``np.trapz`` and ``np.interp`` make.
+* **APGR** (RouteLLM ``routellm/evals/evaluate.py``, ``apgr_metric``): the area under the PGR
+  curve over ``x in [0, 1]`` (trapezoids; parts of segments outside [0, 1] are clipped). RouteLLM
+  computes ``(AUC - weak_auc) / (strong_auc - weak_auc)`` with the accuracies' trapezoid area, which
+  is the same number. The straight all-LOW to all-HIGH line scores 0.5; a router that reaches
+  all-HIGH quality at all-LOW cost scores 1. Points better than all-HIGH have PGR > 1, so APGR
+  can exceed 1 here (the oracle often does).
+* **CPT(p)** (RouteLLM's call-performance threshold, ``pct_call_metric``): the smallest cost share
+  at which the PGR curve reaches ``p`` (linear interpolation inside a segment, like RouteLLM's
+  ``np.interp``). RouteLLM's ``np.interp(target, accuracy, strong_pct)`` assumes accuracy rises
+  with the share; on a curve that dips, the first crossing used here is what the paper's
+  "minimum share of strong calls that reaches the target" means. The straight line gives
+  ``CPT(p) = p``; lower is better; reported as a share in [0, 1], not a percentage. Because the curve
+  ends at ``(1, 1)``, ``CPT(p) <= 1`` for every ``p <= 1``.
+* **AIQ** (RouterBench, Hu et al. 2024, ``evaluation/AIQ.py`` of withmartian/routerbench): the
+  family's points plus the all-LOW point (the floor a user can always fall back to) are
+  replaced by their *non-decreasing convex hull* (the upper concave hull of the Pareto points;
+  flat after the best point); AIQ is the area under that hull over ``[c_low, c_high]`` divided by
+  ``c_high - c_low``, in quality units (an F1). RouterBench integrates from its cheapest point to
+  the largest cost among the compared routers; here the range is fixed to the all-LOW..all-HIGH
+  span so that every family is measured on the same range.
+
+This module holds the point-estimate maths; :mod:`benchmarks.router_metrics_report` applies it to
+the frontier's systems and their paired bootstrap replicates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: The PGR levels of the CPT columns (RouteLLM reports CPT(50%) and CPT(80%)).
+CPT_LEVELS: tuple[float, ...] = (0.5, 0.8)
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The weak (all-LOW) and strong (all-HIGH) ends of one cost axis.
+
+    Attributes:
+        c_low: Mean cost of all-LOW.
+        q_low: Mean quality of all-LOW.
+        c_high: Mean cost of all-HIGH.
+        q_high: Mean quality of all-HIGH.
+    """
+
+    c_low: float
+    q_low: float
+    c_high: float
+    q_high: float
+
+    @property
+    def has_gap(self) -> bool:
+        """Whether PGR is defined: all-HIGH is better than all-LOW."""
+        return self.q_high > self.q_low
+
+    @property
+    def has_range(self) -> bool:
+        """Whether cost shares are defined: all-HIGH costs more than all-LOW."""
+        return self.c_high > self.c_low
+
+
+def cost_share(cost: float, ends: Ends) -> float:
+    """``(cost - c_low) / (c_high - c_low)``; NaN without a cost range."""
+    return (cost - ends.c_low) / (ends.c_high - ends.c_low) if ends.has_range else math.nan
+
+
+def pgr(quality: float, ends: Ends) -> float:
+    """``(quality - q_low) / (q_high - q_low)``; NaN without a quality gap."""
+    return (quality - ends.q_low) / (ends.q_high - ends.q_low) if ends.has_gap else math.nan
+
+
+def _finite(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    return [(float(c), float(q)) for c, q in points if math.isfinite(c) and math.isfinite(q)]
+
+
+def pgr_curve(points: Sequence[tuple[float, float]], ends: Ends) -> list[tuple[float, float]]:
+    """The family's ``(cost share, PGR)`` points with the ends (0, 0) and (1, 1), sorted.
+
+    Args:
+        points: ``(cost, quality)`` of each member of the family.
+        ends: The all-LOW / all-HIGH ends.
+
+    Returns:
+        The curve's vertices (empty when the ends define no cost range or no quality gap).
+    """
+    if not (ends.has_gap and ends.has_range):
+        return []
+    pts = [(cost_share(c, ends), pgr(q, ends)) for c, q in _finite(points)]
+    return sorted([(0.0, 0.0), (1.0, 1.0), *pts])
+
+
+def _segment_area(curve: Sequence[tuple[float, float]], lo: float, hi: float) -> float:
+    """Trapezoid area under the polyline ``curve`` restricted to ``[lo, hi]``."""
+    area = 0.0
+    for (x0, y0), (x1, y1) in itertools.pairwise(curve):
+        a, b = max(x0, lo), min(x1, hi)
+        if b <= a:
+            continue  # outside the range, or a vertical step (no width)
+        slope = (y1 - y0) / (x1 - x0)
+        ya, yb = y0 + slope * (a - x0), y0 + slope * (b - x0)
+        area += 0.5 * (ya + yb) * (b - a)
+    return area
+
+
+def apgr(points: Sequence[tuple[float, float]], ends: Ends) -> float:
+    """RouteLLM's average performance gap recovered (see the module docstring); NaN if undefined."""
+    curve = pgr_curve(points, ends)
+    return _segment_area(curve, 0.0, 1.0) if curve else math.nan
+
+
+def cpt(points: Sequence[tuple[float, float]], ends: Ends, level: float) -> float:
+    """RouteLLM's CPT(level): smallest cost share where the PGR curve reaches ``level``; NaN if undefined.
+
+    Args:
+        points: ``(cost, quality)`` of the family's members.
+        ends: The all-LOW / all-HIGH ends.
+        level: The PGR to reach (0.5 for CPT(50%)).
+
+    Returns:
+        The cost share (NaN when PGR is undefined or the curve never reaches ``level``).
+    """
+    curve = pgr_curve(points, ends)
+    for i, (x, y) in enumerate(curve):
+        if y >= level:
+            if i == 0:
+                return x
+            x0, y0 = curve[i - 1]
+            # y0 < level <= y: the first crossing lies inside this segment
+            return x0 + (level - y0) / (y - y0) * (x - x0)
+    return math.nan
+
+
+def nondecreasing_hull(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """RouterBench's non-decreasing convex hull: the upper concave hull of the Pareto points.
+
+    Args:
+        points: ``(cost, quality)`` points (non-finite ones are ignored).
+
+    Returns:
+        Hull vertices, cost ascending; quality strictly increases along them and the hull is
+        concave (each vertex lies strictly above the chord of its neighbours).
+    """
+    pareto: list[tuple[float, float]] = []
+    for c, q in sorted(_finite(points), key=lambda p: (p[0], -p[1])):
+        if not pareto or q > pareto[-1][1]:
+            pareto.append((c, q))
+    hull: list[tuple[float, float]] = []
+    for p in pareto:
+        # Drop the last vertex while it lies on or below the chord from the one before it to p.
+        while len(hull) >= 2:
+            (x0, y0), (x1, y1) = hull[-2], hull[-1]
+            if (x1 - x0) * (p[1] - y0) - (y1 - y0) * (p[0] - x0) >= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(p)
+    return hull
+
+
+def aiq(points: Sequence[tuple[float, float]], floor: tuple[float, float], c_lo: float, c_hi: float) -> float:
+    """RouterBench's AIQ of a family over ``[c_lo, c_hi]`` (see the module docstring).
+
+    Args:
+        points: ``(cost, quality)`` of the family's members.
+        floor: The always-available fallback (all-LOW), included in the hull.
+        c_lo: Start of the cost range (all-LOW's cost).
+        c_hi: End of the cost range (all-HIGH's cost).
+
+    Returns:
+        Mean of the hull's quality over the range; NaN when ``c_hi <= c_lo`` or the floor or range
+        is not a number (e.g. no judge scores).
+
+    Raises:
+        ValueError: If the floor costs more than ``c_lo`` (the hull would not cover the range).
+    """
+    if not (c_hi > c_lo and math.isfinite(floor[0]) and math.isfinite(floor[1])):
+        return math.nan
+    if floor[0] > c_lo:
+        raise ValueError(f"AIQ floor costs {floor[0]} > start of the range {c_lo}")
+    hull = nondecreasing_hull([*points, floor])
+    # Flat after the best point (more budget never lowers the quality one can buy).
+    hull.append((max(c_hi, hull[-1][0]) + 1.0, hull[-1][1]))
+    return _segment_area(hull, c_lo, c_hi) / (c_hi - c_lo)

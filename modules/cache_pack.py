@@ -1,0 +1,347 @@
+"""Call packs: the call cache as one compressed, content-addressed, verifiable file.
+
+A Qwen-bound experiment is hours of CPU; its LLM calls live in the SQLite call cache
+(:mod:`modules.cache`). A *pack* carries them to another sitting or machine, where importing
+it makes the same run replay every call instead of recomputing it.
+
+Format (``format_version`` 1): one gzip stream of UTF-8 JSON lines.
+
+* Line 1: ``{"manifest": {...}}`` with the format name and version, the code versions the calls
+  were made under (:data:`modules.cache.CODE_VERSION`, :data:`modules.base.MODULES_CODE_VERSION`),
+  the entry ``count``, the ``payload_sha256``, the ``filters`` used at export, the git commit and
+  the source cache.
+* Every other line: ``{"key": ..., "sha256": ..., "value": {...}}``, sorted by key. ``sha256`` is
+  the hash of the entry's canonical JSON ``[key, value]`` (sorted keys, no spaces, UTF-8), so each
+  entry is verifiable on its own; ``payload_sha256`` hashes the exact bytes of all entry lines.
+
+The export's default file name is ``calls-<first 16 hex of payload_sha256>.pack.gz``: the name
+says what is inside, and the import checks that a name of that form matches the payload.
+
+Import verifies everything before writing anything (a bad pack raises :class:`PackError`
+naming the file and the first bad entry), refuses packs made under other code versions
+(prompts or post-processing changed, so their results would be wrong) unless told otherwise,
+and merges: new keys are added in one transaction, equal values count as already present and
+different values are *conflicts*, reported and never overwritten. Importing a pack twice adds
+nothing the second time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import sqlite3
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from common.atomic import atomic_write_bytes
+
+FORMAT = "budget-router-call-pack"
+FORMAT_VERSION = 1
+PACK_SUFFIX = ".pack.gz"
+_NAME_RE = re.compile(r"calls-([0-9a-f]{16})\.pack\.gz$")
+
+
+class PackError(ValueError):
+    """A pack is corrupt, truncated, of another format, or cannot be exported/imported."""
+
+
+class PackVersionError(PackError):
+    """A pack was made under other code/prompt versions (use ``allow_version_mismatch``)."""
+
+
+def code_versions() -> dict[str, str]:
+    """The version tags a pack's calls depend on (bumped when prompts or parsing change)."""
+    from modules.base import MODULES_CODE_VERSION
+    from modules.cache import CODE_VERSION
+
+    return {"cache_code_version": CODE_VERSION, "modules_code_version": MODULES_CODE_VERSION}
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def entry_sha256(key: str, value: Mapping[str, Any]) -> str:
+    """Hash of one entry: sha256 of the canonical JSON ``[key, value]``."""
+    return hashlib.sha256(_canonical([key, value]).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which cache entries an export keeps (empty = all).
+
+    Attributes:
+        tags: ``{tag: value}`` that an entry's ``tags`` must all match (e.g. ``{"module": "entity"}``).
+        models: Model ids, one of which the entry's ``model_id`` must be (local-tier entries have
+            none, so a model filter keeps LLM calls only).
+    """
+
+    tags: Mapping[str, str] = field(default_factory=dict)
+    models: Sequence[str] = ()
+
+    def match(self, value: Mapping[str, Any]) -> bool:
+        """Whether a cache value passes the filters."""
+        tags = value.get("tags") or {}
+        if any(str(tags.get(k)) != str(v) for k, v in self.tags.items()):
+            return False
+        return not self.models or str(value.get("model_id")) in self.models
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form recorded in the manifest."""
+        return {"tags": dict(sorted(self.tags.items())), "models": sorted(self.models)}
+
+
+def read_sqlite_entries(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
+    """All ``(key, value)`` rows of a SQLite call cache, sorted by key, read without writing to it.
+
+    Raises:
+        PackError: If the file is missing, not a SQLite cache, or holds a value that is not JSON.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise PackError(f"call cache {p} does not exist")
+    try:
+        # Read-only URI (percent-escaped by as_uri): exporting never writes to the cache.
+        conn = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT key, value FROM calls ORDER BY key").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise PackError(f"call cache {p}: cannot read its 'calls' table ({exc})") from exc
+    out = []
+    for key, raw in rows:
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise PackError(f"call cache {p}: key {key}: value is not JSON ({exc.msg})") from exc
+        out.append((str(key), value))
+    return out
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """What :func:`export_pack` wrote: the path, its manifest, and how many entries were skipped."""
+
+    path: Path
+    manifest: dict[str, Any]
+    skipped: int
+
+
+def export_pack(
+    cache_path: str | Path,
+    out: str | Path,
+    *,
+    filters: Filters | None = None,
+) -> ExportReport:
+    """Write the entries of a SQLite call cache (optionally filtered) as a pack.
+
+    Args:
+        cache_path: The SQLite call cache file.
+        out: Destination file, or an existing directory (or a path ending in ``/``) to get the
+            content-addressed name ``calls-<sha16>.pack.gz`` inside it.
+        filters: Keep only matching entries.
+
+    Returns:
+        The :class:`ExportReport`.
+
+    Raises:
+        PackError: If the cache cannot be read.
+    """
+    from common.provenance import git_commit
+
+    flt = filters or Filters()
+    entries = read_sqlite_entries(cache_path)
+    kept = [(k, v) for k, v in entries if flt.match(v)]
+    lines = [_canonical({"key": k, "sha256": entry_sha256(k, v), "value": v}) + "\n" for k, v in kept]
+    payload = "".join(lines).encode("utf-8")
+    payload_sha = hashlib.sha256(payload).hexdigest()
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        **code_versions(),
+        "count": len(kept),
+        "payload_sha256": payload_sha,
+        "filters": flt.to_dict(),
+        "git_commit": git_commit(),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "source": str(cache_path),
+    }
+    dest = Path(out)
+    if dest.is_dir() or str(out).endswith(("/", "\\")):
+        dest = dest / f"calls-{payload_sha[:16]}{PACK_SUFFIX}"
+    head = (_canonical({"manifest": manifest}) + "\n").encode("utf-8")
+    # mtime=0: the same entries always give the same bytes.
+    blob = gzip.compress(head + payload, compresslevel=9, mtime=0)
+    atomic_write_bytes(dest, blob)
+    return ExportReport(dest, manifest, len(entries) - len(kept))
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A verified pack in memory: its manifest and entries (sorted by key)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    entries: list[tuple[str, dict[str, Any]]]
+
+
+def read_pack(path: str | Path) -> Pack:
+    """Read a pack and verify its format, every entry's hash, the count and the payload hash.
+
+    Raises:
+        PackError: Naming the file and the first bad line/entry, for any corruption.
+    """
+    p = Path(path)
+    try:
+        raw = gzip.decompress(p.read_bytes())
+    except FileNotFoundError as exc:
+        raise PackError(f"call pack {p} does not exist") from exc
+    except (OSError, EOFError, zlib.error) as exc:
+        raise PackError(f"call pack {p}: truncated or corrupt gzip stream ({exc}); nothing imported") from exc
+    head, _, payload = raw.partition(b"\n")
+    try:
+        manifest = json.loads(head.decode("utf-8"))["manifest"]
+    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise PackError(f"call pack {p}: line 1: not a pack manifest ({exc})") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise PackError(f"call pack {p}: line 1: format is not {FORMAT!r}")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise PackError(
+            f"call pack {p}: format_version {manifest.get('format_version')!r}, "
+            f"this code reads {FORMAT_VERSION}"
+        )
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for n, line in enumerate(payload.decode("utf-8", errors="replace").splitlines(), start=2):
+        where = f"call pack {p}: line {n} (entry {n - 1})"
+        try:
+            obj = json.loads(line)
+            key, value, sha = obj["key"], obj["value"], obj["sha256"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise PackError(f"{where}: not a pack entry ({exc}); nothing imported") from exc
+        if not isinstance(key, str) or not isinstance(value, dict) or entry_sha256(key, value) != sha:
+            raise PackError(
+                f"{where}, key {str(key)[:16]}...: sha256 mismatch (corrupt entry); nothing imported"
+            )
+        if entries and key <= entries[-1][0]:
+            raise PackError(f"{where}: key {key[:16]}... out of order or duplicated; nothing imported")
+        entries.append((key, value))
+    if len(entries) != manifest.get("count"):
+        raise PackError(
+            f"call pack {p}: {len(entries)} entries but the manifest says {manifest.get('count')} "
+            "(truncated?); nothing imported"
+        )
+    if hashlib.sha256(payload).hexdigest() != manifest.get("payload_sha256"):
+        raise PackError(f"call pack {p}: payload sha256 does not match the manifest; nothing imported")
+    named = _NAME_RE.search(p.name)
+    if named and not str(manifest["payload_sha256"]).startswith(named.group(1)):
+        raise PackError(f"call pack {p}: file name says payload {named.group(1)}, content is another")
+    return Pack(p, manifest, entries)
+
+
+def version_mismatch(manifest: Mapping[str, Any]) -> list[str]:
+    """``"name: pack X, code Y"`` for each code version that differs from this checkout's."""
+    return [
+        f"{k}: pack {manifest.get(k)!r}, code {v!r}"
+        for k, v in code_versions().items()
+        if manifest.get(k) != v
+    ]
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_pack` did.
+
+    Attributes:
+        pack: The pack file.
+        total: Entries in the pack.
+        imported: New entries written.
+        present: Entries the cache already held with the same value.
+        conflicts: Keys the cache holds with a *different* value (kept, not overwritten).
+        version_mismatch: Differing code versions (non-empty only when allowed).
+    """
+
+    pack: Path
+    total: int
+    imported: int
+    present: int
+    conflicts: list[str] = field(default_factory=list)
+    version_mismatch: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One human-readable summary line."""
+        text = (
+            f"call pack {self.pack}: {self.imported} entries imported, {self.present} already present"
+            f", {len(self.conflicts)} conflicts (existing values kept)"
+        )
+        if self.conflicts:
+            text += f" e.g. {', '.join(k[:16] for k in self.conflicts[:3])}"
+        if self.version_mismatch:
+            text += f"; imported despite version mismatch ({'; '.join(self.version_mismatch)})"
+        return text
+
+
+def import_pack(pack_path: str | Path, cache: Any, *, allow_version_mismatch: bool = False) -> ImportReport:
+    """Verify a pack, then merge its entries into ``cache`` (a :class:`modules.cache.CallCache`).
+
+    Args:
+        pack_path: The pack file.
+        cache: The target cache; only its store is used, so its hit/miss counters stay untouched.
+        allow_version_mismatch: Import a pack made under other code versions anyway.
+
+    Returns:
+        The :class:`ImportReport`.
+
+    Raises:
+        PackError: For a corrupt pack (nothing written).
+        PackVersionError: For a pack of other code versions, unless allowed (nothing written).
+    """
+    pack = read_pack(pack_path)
+    mismatch = version_mismatch(pack.manifest)
+    if mismatch and not allow_version_mismatch:
+        raise PackVersionError(
+            f"call pack {pack.path} was made under other code versions ({'; '.join(mismatch)}): "
+            "its calls may not be what this code would compute. Nothing imported; pass "
+            "--allow-version-mismatch (allow_version_mismatch=True) to import it anyway."
+        )
+    store = cache.store
+    existing = store.get_many([k for k, _ in pack.entries]) if pack.entries else []
+    new, present, conflicts = [], 0, []
+    for (key, value), old in zip(pack.entries, existing, strict=True):
+        if old is None:
+            new.append((key, value))
+        elif old == value:
+            present += 1
+        else:
+            conflicts.append(key)
+    store.put_many(new)  # one transaction (SQLite) / one pipeline (Redis)
+    return ImportReport(
+        pack.path, len(pack.entries), len(new), present, conflicts, mismatch if mismatch else []
+    )
+
+
+def cache_summary_line(cache: Any, *, hits0: int = 0, misses0: int = 0) -> str:
+    """``call cache <where>: N lookups, H replayed (x%), M computed; E entries`` since the given counts."""
+    if cache is None:
+        return "call cache: disabled (cache.path=null): every call was computed"
+    hits, misses = int(cache.hits) - hits0, int(cache.misses) - misses0
+    n = hits + misses
+    rate = f"{hits / n:.0%}" if n else "n/a"
+    return (
+        f"call cache {cache.path}: {n} lookups, {hits} replayed from the cache ({rate}), "
+        f"{misses} computed; {len(cache)} entries stored"
+    )
+
+
+if __name__ == "__main__":
+    import sys
+
+    from modules.cache_pack_cli import main
+
+    sys.exit(main())

@@ -1,0 +1,109 @@
+r"""``python -m modules.cache_pack export|import|inspect``: move the call cache between machines.
+
+Examples::
+
+    # everything in the default cache, named by content, under results/
+    python -m modules.cache_pack export --out results/
+    # only the Qwen HIGH-tier and answer calls
+    python -m modules.cache_pack export --out results/ --model qwen2.5-1.5b --tag tier=HIGH
+    python -m modules.cache_pack inspect results/calls-0123456789abcdef.pack.gz
+    python -m modules.cache_pack import results/calls-0123456789abcdef.pack.gz [--cache PATH]
+
+A run can also import a pack itself before it starts: ``python train.py cache.pack=<path>``
+(see ``configs/config.yaml``). Format and guarantees: :mod:`modules.cache_pack`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+
+from common.datadir import PROJECT_ROOT
+from modules.cache_pack import Filters, PackError, export_pack, import_pack, read_pack, version_mismatch
+
+#: The project's default call cache (``cache.path`` in configs/config.yaml).
+DEFAULT_CACHE = PROJECT_ROOT / ".cache" / "llm_calls.sqlite"
+
+
+def _tags(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        k, eq, v = item.partition("=")
+        if not eq or not k:
+            raise SystemExit(f"--tag {item!r}: expected KEY=VALUE, e.g. module=entity")
+        out[k] = v
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``export``, ``import`` and ``inspect`` sub-commands."""
+    parser = argparse.ArgumentParser(
+        prog="python -m modules.cache_pack",
+        description="Move the LLM call cache between machines as verified, content-addressed packs.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("export", help="write the SQLite call cache (or part of it) as a pack")
+    ex.add_argument("--cache", default=str(DEFAULT_CACHE), help="SQLite call cache (default: the project's)")
+    ex.add_argument("--out", required=True, help="pack file, or a directory for calls-<sha16>.pack.gz")
+    ex.add_argument(
+        "--tag", action="append", default=[], metavar="KEY=VALUE", help="keep entries with this tag"
+    )
+    ex.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="keep LLM calls of this model id (repeatable; drops local-tier entries)",
+    )
+    im = sub.add_parser("import", help="verify a pack and merge it into a call cache")
+    im.add_argument("pack")
+    im.add_argument(
+        "--cache", default=str(DEFAULT_CACHE), help="target cache path or URL (default: the project's)"
+    )
+    im.add_argument(
+        "--allow-version-mismatch", action="store_true", help="import a pack of other code versions"
+    )
+    ins = sub.add_parser("inspect", help="verify a pack and print its manifest and contents")
+    ins.add_argument("pack")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one sub-command; returns the exit code (1 with a one-line message for a bad pack)."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "export":
+            rep = export_pack(args.cache, args.out, filters=Filters(_tags(args.tag), tuple(args.model)))
+            m = rep.manifest
+            print(
+                f"wrote {rep.path}: {m['count']} entries ({rep.skipped} filtered out), "
+                f"{rep.path.stat().st_size / 1e6:.2f} MB, payload sha256 {m['payload_sha256']}"
+            )
+        elif args.command == "import":
+            from modules.cache import CallCache
+
+            with CallCache(args.cache) as cache:
+                print(
+                    import_pack(args.pack, cache, allow_version_mismatch=args.allow_version_mismatch).line()
+                )
+        else:
+            pack = read_pack(args.pack)
+            m = pack.manifest
+            print(f"{pack.path}: verified {len(pack.entries)} entries (every sha256 and the payload's)")
+            for k in sorted(m):
+                print(f"  {k}: {m[k]}")
+            bad = version_mismatch(m)
+            print("  versions: " + ("match this code" if not bad else "DIFFER: " + "; ".join(bad)))
+            # Local (non-LLM) tiers cache their outputs too, without a model id or tags.
+            models = Counter(str(v.get("model_id", "local tier")) for _, v in pack.entries)
+            modules = Counter(str((v.get("tags") or {}).get("module", "untagged")) for _, v in pack.entries)
+            print("  by model: " + ", ".join(f"{k} {n}" for k, n in models.most_common()))
+            print("  by module tag: " + ", ".join(f"{k} {n}" for k, n in modules.most_common()))
+    except PackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
