@@ -8,7 +8,8 @@ Example (the default config; add ``--set`` overrides or ``--experiment cpu_quali
 Questions are the split's question bank, cut to ``--limit`` *stratified by category*. Every
 context answers the same questions with the same answerer; records are cached per context under
 ``<out>/records/<fingerprint>/<split>/`` (the fingerprint hashes the evaluation-relevant config,
-data checksums and code versions), so an interrupted run resumes and a re-run only prints.
+data checksums and code versions; the gold and raw contexts leave the strategy and its LLMs out,
+since they never run a module), so an interrupted run resumes and a re-run only prints.
 Writes ``headroom.csv``, ``headroom.json`` (rows, per-category F1, metadata) and ``headroom.png``.
 """
 
@@ -110,16 +111,19 @@ def _run_with(
     checksums = data_checksums(benchmark.data_files())
     gold = gold_texts(benchmark.load(args.split)) if any(c.kind == "gold" for c in contexts) else {}
     fp = record_fingerprint(cfg, checksums)
+    # Gold and raw contexts never run the modules: their records do not depend on the strategy or
+    # its LLMs, so ladders that differ only there share them (and a new ladder re-answers nothing).
+    fp_no_modules = record_fingerprint({**cfg, "strategy": None, "llms": None}, checksums)
     suffix = f"-{args.experiment}" if args.experiment else ""
     out = Path(args.out or PROJECT_ROOT / "runs" / "headroom" / f"{bench}-{args.split}{suffix}")
-    store_dir = out / "records" / fp / args.split
     qids = [str(it.question.question_id) for it in items]
     scorer = components.scorer or default_scorer
     records: dict[str, list[dict[str, Any]]] = {}
     # Context by context (not question by question): consecutive calls of one context share the
     # answer prompt's prefix, and a finished context is complete even if the run stops later.
     for ctx in contexts:
-        store = RecordStore(store_dir / f"{safe_id(ctx.name)}.jsonl")
+        ctx_fp = fp if ctx.kind == "pipeline" else fp_no_modules
+        store = RecordStore(out / "records" / ctx_fp / args.split / f"{safe_id(ctx.name)}.jsonl")
         todo = [it for it in items if str(it.question.question_id) in set(store.missing(qids))]
         for it in tqdm(todo, desc=ctx.name, unit="q", disable=args.no_progress):
             store.add([evaluate_context(ctx, it, components, gold.get(it.question.question_id, ""), scorer)])
@@ -137,6 +141,7 @@ def _run_with(
         "question_ids_sha256": hashlib.sha256("\n".join(qids).encode()).hexdigest(),
         "data_checksums": checksums,
         "record_fingerprint": fp,
+        "record_fingerprint_gold_raw": fp_no_modules,
         "answer_model": getattr(components.answerer.llm, "model_id", None),
         "bootstrap": {"n_boot": args.n_boot, "seed": args.boot_seed, "alpha": args.alpha, "paired": True},
     }

@@ -191,6 +191,20 @@ def test_headroom_cli_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     again = json.loads((tmp_path / "headroom.json").read_text())
     assert [r["f1"] for r in again["rows"]] == [r["f1"] for r in data["rows"]]
 
+    # Another ladder (other filter budgets) re-answers its pipeline contexts only: gold and raw
+    # records do not depend on the strategy.
+    seen = []
+
+    def record(ctx, *_a, **_k):
+        seen.append(ctx.name)
+        boom()
+
+    monkeypatch.setattr(cli_headroom, "evaluate_context", record)
+    ladder = ["--set", "strategy.options.module_topk=2", "--contexts", "gold evidence,raw top-k,all-LOW"]
+    with pytest.raises(AssertionError, match="re-evaluated"):
+        cli_headroom.run(_cli_args(tmp_path, *ladder))
+    assert seen == ["all-LOW"]
+
 
 def test_headroom_cli_lists_contexts(tmp_path, capsys):
     assert cli_headroom.run(_cli_args(tmp_path, "--list-contexts")) == 0
@@ -215,5 +229,6 @@ def test_cpu_quality_experiment_composes():
         cfg["llms"]["high"]["model"] == "qwen2.5-1.5b" and cfg["answer"]["backend"]["model"] == "qwen2.5-1.5b"
     )
     assert cfg["strategy"]["options"]["keep_evidence"] is True and cfg["question_bank"]["k"] == 10
+    assert cfg["strategy"]["options"]["module_topk"] == {"LOW": 3, "MID": 5, "HIGH": 8}
     assert "cpu_quality" in cfg["run_name"]
     assert np.isfinite(cfg["question_bank"]["k"])
