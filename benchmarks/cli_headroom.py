@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--contexts", default="all", help="comma list of contexts (default all; see --list-contexts)")
     a("--no-single-module", action="store_true", help="skip the ten single-module changes from all-MID")
     a("--list-contexts", action="store_true", help="print the context names and exit")
+    a(
+        "--cached-only",
+        action="store_true",
+        help="answer nothing: summarise the questions that every context already has records for "
+        "(the progress of a long run, e.g. one split over several sittings)",
+    )
     a("--experiment", default=None, help="configs/experiment/<name>.yaml applied before --set")
     a("--config", default=None, help="resolved config YAML (default: configs/)")
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
@@ -118,17 +124,28 @@ def _run_with(
     out = Path(args.out or PROJECT_ROOT / "runs" / "headroom" / f"{bench}-{args.split}{suffix}")
     qids = [str(it.question.question_id) for it in items]
     scorer = components.scorer or default_scorer
-    records: dict[str, list[dict[str, Any]]] = {}
+    stores: dict[str, RecordStore] = {}
     # Context by context (not question by question): consecutive calls of one context share the
     # answer prompt's prefix, and a finished context is complete even if the run stops later.
     for ctx in contexts:
         ctx_fp = fp if ctx.kind == "pipeline" else fp_no_modules
         store = RecordStore(out / "records" / ctx_fp / args.split / f"{safe_id(ctx.name)}.jsonl")
+        stores[ctx.name] = store
+        if args.cached_only:
+            continue
         todo = [it for it in items if str(it.question.question_id) in set(store.missing(qids))]
         for it in tqdm(todo, desc=ctx.name, unit="q", disable=args.no_progress):
             store.add([evaluate_context(ctx, it, components, gold.get(it.question.question_id, ""), scorer)])
             store.save()
-        records[ctx.name] = store.get(qids)
+    n_selected = len(qids)
+    if args.cached_only:
+        qids = [q for q in qids if all(q in s.records for s in stores.values())]
+        if not qids:
+            raise ValueError(
+                f"--cached-only: none of the {n_selected} selected questions has a record in every context "
+                f"under {out / 'records'} yet"
+            )
+    records = {name: s.get(qids) for name, s in stores.items()}
 
     rows = summarise_headroom(records, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha)
     meta = {
@@ -138,6 +155,8 @@ def _run_with(
         "limit": args.limit,
         "experiment": args.experiment,
         "n_questions": len(qids),
+        "n_selected": n_selected,
+        "cached_only": bool(args.cached_only),
         "question_ids_sha256": hashlib.sha256("\n".join(qids).encode()).hexdigest(),
         "data_checksums": checksums,
         "record_fingerprint": fp,
@@ -198,6 +217,8 @@ def _run_with(
     title = f"{bench} / {args.split}: {len(qids)} questions" + (
         f" ({args.experiment})" if args.experiment else ""
     )
+    if args.cached_only:
+        title += f" (cached only: {len(qids)} of {n_selected} selected questions done in every context)"
     plot_headroom(rows, out / "headroom.png", title)
     print(f"\n{title}; answerer {meta['answer_model']}\n")
     print(format_headroom(rows))

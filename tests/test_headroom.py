@@ -232,3 +232,26 @@ def test_cpu_quality_experiment_composes():
     assert cfg["strategy"]["options"]["module_topk"] == {"LOW": 3, "MID": 5, "HIGH": 8}
     assert "cpu_quality" in cfg["run_name"]
     assert np.isfinite(cfg["question_bank"]["k"])
+
+
+@needs_locomo
+def test_cached_only_summarises_the_questions_done_everywhere(tmp_path, capsys, monkeypatch):
+    with pytest.raises(ValueError, match="--cached-only: none of the 6 selected questions"):
+        cli_headroom.run(_cli_args(tmp_path, "--contexts", "gold evidence", "--cached-only"))
+    assert cli_headroom.run(_cli_args(tmp_path, "--contexts", "gold evidence")) == 0
+    args = _cli_args(tmp_path, "--contexts", "all-LOW")
+    args.limit = 3
+    assert cli_headroom.run(args) == 0
+    done = {json.loads(line)["question_id"] for line in next(tmp_path.rglob("all-LOW.jsonl")).open()}
+    assert len(done) == 3
+
+    def boom(*_a, **_k):
+        raise AssertionError("--cached-only answered a question")
+
+    monkeypatch.setattr(cli_headroom, "evaluate_context", boom)
+    capsys.readouterr()
+    assert cli_headroom.run(_cli_args(tmp_path, "--contexts", "gold evidence,all-LOW", "--cached-only")) == 0
+    assert "(cached only: 3 of 6 selected questions done in every context)" in capsys.readouterr().out
+    data = json.loads((tmp_path / "headroom.json").read_text())
+    assert data["metadata"]["n_questions"] == 3 and data["metadata"]["n_selected"] == 6
+    assert data["metadata"]["cached_only"] is True
