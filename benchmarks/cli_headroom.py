@@ -141,9 +141,10 @@ def _run_with(
     if args.cached_only:
         qids = [q for q in qids if all(q in s.records for s in stores.values())]
         if not qids:
-            raise ValueError(
-                f"--cached-only: none of the {n_selected} selected questions has a record in every context "
-                f"under {out / 'records'} yet"
+            # A usage error, not a bug: one line, exit status 1.
+            raise SystemExit(
+                f"error: --cached-only: none of the {n_selected} selected questions has a record in every "
+                f"context under {out / 'records'} yet"
             )
     records = {name: s.get(qids) for name, s in stores.items()}
 

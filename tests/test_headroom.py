@@ -236,7 +236,7 @@ def test_cpu_quality_experiment_composes():
 
 @needs_locomo
 def test_cached_only_summarises_the_questions_done_everywhere(tmp_path, capsys, monkeypatch):
-    with pytest.raises(ValueError, match="--cached-only: none of the 6 selected questions"):
+    with pytest.raises(SystemExit, match="--cached-only: none of the 6 selected questions"):
         cli_headroom.run(_cli_args(tmp_path, "--contexts", "gold evidence", "--cached-only"))
     assert cli_headroom.run(_cli_args(tmp_path, "--contexts", "gold evidence")) == 0
     args = _cli_args(tmp_path, "--contexts", "all-LOW")
