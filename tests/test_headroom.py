@@ -229,7 +229,7 @@ def test_cpu_quality_experiment_composes():
         cfg["llms"]["high"]["model"] == "qwen2.5-1.5b" and cfg["answer"]["backend"]["model"] == "qwen2.5-1.5b"
     )
     assert cfg["strategy"]["options"]["keep_evidence"] is True and cfg["question_bank"]["k"] == 10
-    assert cfg["strategy"]["options"]["module_topk"] == {"LOW": 3, "MID": 5, "HIGH": 8}
+    assert cfg["strategy"]["options"]["module_topk"] == 5
     assert "cpu_quality" in cfg["run_name"]
     assert np.isfinite(cfg["question_bank"]["k"])
 
