@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
         for c in select_contexts("all"):
             print(c.name)
         return 0
-    contexts = select_contexts(args.contexts, single_module=not args.no_single_module)
+    try:
+        contexts = select_contexts(args.contexts, single_module=not args.no_single_module)
+    except ValueError as exc:  # a usage error: one line, not a traceback
+        raise SystemExit(f"error: --contexts: {exc}") from None
     cfg = resolve_config(args, [])
     if args.option:  # loader options (e.g. file=hotpot_dev_distractor_v1.json) on top of the config's
         bench_cfg = cfg["benchmark"] if isinstance(cfg.get("benchmark"), dict) else {"name": cfg["benchmark"]}

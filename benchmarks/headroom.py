@@ -78,7 +78,13 @@ def select_contexts(names: str | None, single_module: bool = True) -> list[Conte
     if names in (None, "", "all"):
         return headroom_contexts(single_module)
     by_name = {c.name: c for c in known}
-    wanted = [n.strip() for n in str(names).split(";" if ";" in str(names) else ",") if n.strip()]
+    text = str(names).strip()
+    # Names of single-module contexts contain a comma ("MID, filter=LOW"): one such name alone is
+    # taken whole; lists of them are separated by ';'.
+    if text in by_name:
+        wanted = [text]
+    else:
+        wanted = [n.strip() for n in text.split(";" if ";" in text else ",") if n.strip()]
     unknown = [n for n in wanted if n not in by_name]
     if unknown:
         raise ValueError(f"unknown headroom contexts {unknown}; known: {[c.name for c in known]}")

@@ -46,6 +46,7 @@ def test_contexts_cover_uniform_paths_and_single_module_changes():
 def test_select_contexts_by_name_and_unknown():
     assert [c.name for c in select_contexts("all-LOW,all-HIGH")] == ["all-LOW", "all-HIGH"]
     assert [c.name for c in select_contexts("MID, filter=HIGH;all-MID")] == ["MID, filter=HIGH", "all-MID"]
+    assert [c.name for c in select_contexts("MID, filter=LOW")] == ["MID, filter=LOW"]
     with pytest.raises(ValueError, match=r"unknown headroom contexts.*all-ULTRA"):
         select_contexts("all-ULTRA")
 
