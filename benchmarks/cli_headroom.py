@@ -26,7 +26,6 @@ from benchmarks.cli_options import add_option_argument, parse_options
 from benchmarks.frontier_config import resolve_config
 from benchmarks.frontier_runner import RecordStore, record_fingerprint, safe_id
 from benchmarks.headroom import (
-    default_scorer,
     evaluate_context,
     format_categories,
     format_headroom,
@@ -36,6 +35,7 @@ from benchmarks.headroom import (
     stratified,
     summarise_headroom,
 )
+from benchmarks.metrics import score_answer
 from common.atomic import atomic_write_json, atomic_write_with
 from common.datadir import PROJECT_ROOT
 
@@ -126,7 +126,7 @@ def _run_with(
     suffix = f"-{args.experiment}" if args.experiment else ""
     out = Path(args.out or PROJECT_ROOT / "runs" / "headroom" / f"{bench}-{args.split}{suffix}")
     qids = [str(it.question.question_id) for it in items]
-    scorer = components.scorer or default_scorer
+    scorer = components.scorer or score_answer
     stores: dict[str, RecordStore] = {}
     # Context by context (not question by question): consecutive calls of one context share the
     # answer prompt's prefix, and a finished context is complete even if the run stops later.
@@ -136,7 +136,8 @@ def _run_with(
         stores[ctx.name] = store
         if args.cached_only:
             continue
-        todo = [it for it in items if str(it.question.question_id) in set(store.missing(qids))]
+        missing = set(store.missing(qids))
+        todo = [it for it in items if str(it.question.question_id) in missing]
         for it in tqdm(todo, desc=ctx.name, unit="q", disable=args.no_progress):
             store.add([evaluate_context(ctx, it, components, gold.get(it.question.question_id, ""), scorer)])
             store.save()
@@ -172,50 +173,30 @@ def _run_with(
     atomic_write_json(out / "headroom.json", {"rows": rows, "metadata": meta})
 
     def write_csv(tmp: Path) -> None:
+        nan = {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")}
+        diffs = [r.get("vs_low", {}).get("f1", nan) for r in rows]
+        table = [
+            {
+                "context": r["context"],
+                "n": r["n"],
+                "f1": r["f1"]["mean"],
+                "f1_lo": r["f1"]["lo"],
+                "f1_hi": r["f1"]["hi"],
+                "df1_vs_low": d["mean"],
+                "df1_lo": d["lo"],
+                "df1_hi": d["hi"],
+                "em": r["em"]["mean"],
+                "containment": r["containment"]["mean"],
+                "context_chars": r["context_chars"],
+                **{m: r[m]["mean"] for m in ("context_tokens", "module_cost", "answer_cost")},
+                "failures": r["failures"],
+            }
+            for r, d in zip(rows, diffs, strict=True)
+        ]
         with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            w = csv.writer(fh)
-            w.writerow(
-                [
-                    "context",
-                    "n",
-                    "f1",
-                    "f1_lo",
-                    "f1_hi",
-                    "df1_vs_low",
-                    "df1_lo",
-                    "df1_hi",
-                    "em",
-                    "containment",
-                    "context_chars",
-                    "context_tokens",
-                    "module_cost",
-                    "answer_cost",
-                    "failures",
-                ]
-            )
-            for r in rows:
-                d = r.get("vs_low", {}).get(
-                    "f1", {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")}
-                )
-                w.writerow(
-                    [
-                        r["context"],
-                        r["n"],
-                        r["f1"]["mean"],
-                        r["f1"]["lo"],
-                        r["f1"]["hi"],
-                        d["mean"],
-                        d["lo"],
-                        d["hi"],
-                        r["em"]["mean"],
-                        r["containment"]["mean"],
-                        r["context_chars"],
-                        r["context_tokens"]["mean"],
-                        r["module_cost"]["mean"],
-                        r["answer_cost"]["mean"],
-                        r["failures"],
-                    ]
-                )
+            writer = csv.DictWriter(fh, fieldnames=list(table[0]))
+            writer.writeheader()
+            writer.writerows(table)
 
     atomic_write_with(out / "headroom.csv", write_csv)
     title = f"{bench} / {args.split}: {len(qids)} questions" + (

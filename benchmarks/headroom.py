@@ -27,8 +27,9 @@ import numpy as np
 
 from benchmarks.bootstrap import bootstrap_mean, make_resampler, paired_difference
 from benchmarks.chunking import render_turn
-from benchmarks.metrics import answer_containment, score_answer
+from benchmarks.metrics import answer_containment
 from benchmarks.types import Sample
+from common.atomic import atomic_write_with
 from modules.nlp import short_date
 from modules.prompts import evidence_lines
 from modules.tier import MODULE_ORDER, Tier
@@ -173,11 +174,6 @@ def evaluate_context(
     }
 
 
-def default_scorer(question: Any, prediction: str, benchmark: str) -> dict[str, float]:
-    """The benchmark's reference scoring (:func:`benchmarks.metrics.score_answer`)."""
-    return score_answer(question, prediction, benchmark)
-
-
 def summarise_headroom(
     records: Mapping[str, Sequence[Mapping[str, Any]]],
     question_ids: Sequence[str],
@@ -294,7 +290,5 @@ def plot_headroom(rows: Sequence[Mapping[str, Any]], path: Any, title: str) -> N
     ax2.set_ylabel("token F1")
     fig.suptitle(title)
     fig.tight_layout()
-    from common.atomic import atomic_write_with
-
     atomic_write_with(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)

@@ -390,21 +390,13 @@ class TieredMemory:
             + cfg.entity_weight * overlap
             + cfg.importance_weight * imp
         )
-        # Sort by score desc, then id asc: deterministic under ties.
-        order = np.lexsort((ids, -score))
         if lexical is not None:
             score = self._fuse(query, q, cand, tiers, score, ids, lexical)
-            order = np.lexsort((ids, -score))
-        elif cfg.uses_reranker and self.reranker is not None:
+        # Sort by score desc, then id asc: deterministic under ties.
+        order = np.lexsort((ids, -score))
+        if lexical is None and cfg.uses_reranker and self.reranker is not None:
             top = order[: cfg.rerank_top]
-            texts = [tiers[i].texts[cand[i][1]] for i in top]
-            embs = np.stack([tiers[i].emb[cand[i][1]] for i in top])
-            rr = self.reranker.score(
-                query, texts, query_embedding=q, item_embeddings=embs, encoder_name=self.encoder.name
-            )
-            final = (
-                cfg.rerank_weight * np.asarray(rr, dtype=np.float64) + (1.0 - cfg.rerank_weight) * score[top]
-            )
+            final = self._reranked(query, q, cand, tiers, score, top)
             score = score.copy()
             score[top] = final
             order = top[np.lexsort((ids[top], -final))]
@@ -427,6 +419,25 @@ class TieredMemory:
             )
         return out
 
+    def _reranked(
+        self,
+        query: str,
+        q: np.ndarray,
+        cand: list[tuple[str, int, float]],
+        tiers: list[HNSWTier],
+        hybrid: np.ndarray,
+        idx: np.ndarray,
+    ) -> np.ndarray:
+        """``rerank_weight * rerank + (1 - rerank_weight) * hybrid`` of the candidates ``idx``."""
+        assert self.reranker is not None
+        cfg = self.config
+        texts = [tiers[i].texts[cand[i][1]] for i in idx]
+        embs = np.stack([tiers[i].emb[cand[i][1]] for i in idx])
+        rr = self.reranker.score(
+            query, texts, query_embedding=q, item_embeddings=embs, encoder_name=self.encoder.name
+        )
+        return cfg.rerank_weight * np.asarray(rr, dtype=np.float64) + (1.0 - cfg.rerank_weight) * hybrid[idx]
+
     def _fuse(
         self,
         query: str,
@@ -441,12 +452,7 @@ class TieredMemory:
         cfg = self.config
         dense = hybrid
         if cfg.uses_reranker and self.reranker is not None:
-            texts = [t.texts[r] for t, (_, r, _) in zip(tiers, cand, strict=True)]
-            embs = np.stack([t.emb[r] for t, (_, r, _) in zip(tiers, cand, strict=True)])
-            rr = self.reranker.score(
-                query, texts, query_embedding=q, item_embeddings=embs, encoder_name=self.encoder.name
-            )
-            dense = cfg.rerank_weight * np.asarray(rr, dtype=np.float64) + (1.0 - cfg.rerank_weight) * hybrid
+            dense = self._reranked(query, q, cand, tiers, hybrid, np.arange(len(cand)))
         lex = np.array([lexical.get(int(i), 0.0) for i in ids], dtype=np.float64)
         return (1.0 - cfg.lexical_weight) * zscore(dense) + cfg.lexical_weight * zscore(lex)
 

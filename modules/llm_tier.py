@@ -73,23 +73,17 @@ class LLMTierConfig:
         return DEFAULT_MAX_TOKENS[module] + STYLE_EXTRA_TOKENS[self.style]
 
 
-def parse_value(
-    module: str, style: Style, text: str, inp_evidence: tuple[Any, ...], k: int = 5, *, pad: bool = False
-) -> Any:
+def parse_value(module: str, style: Style, text: str, inp_evidence: tuple[Any, ...], k: int = 5) -> Any:
     """Turn raw model text into the module's value (raises :class:`ParseError`).
 
-    For the filter, at most ``k`` selected chunks are kept, in retrieval order; with ``pad``
-    the selection is followed by the unselected chunks in retrieval order, up to ``k``.
+    For the filter, at most ``k`` selected chunks are kept, in retrieval order.
     """
     section = extract_section(text, style)
     if module == "filter":
         keep = parse_indices(section, len(inp_evidence))
         # An empty selection keeps the best-ranked chunk: downstream modules need evidence,
         # and every filter tier follows the same rule (see modules.rules.keyword_filter).
-        order = keep or [0]
-        if pad:
-            order = [*order, *(i for i in range(len(inp_evidence)) if i not in order)]
-        return tuple(inp_evidence[i] for i in order[:k])
+        return tuple(inp_evidence[i] for i in (keep or [0])[:k])
     if module == "summary":
         return parse_summary(section)
     return tuple(parse_string_list(section, max_items=MAX_ITEMS))
