@@ -18,12 +18,12 @@ import sys
 
 #: command -> (module, help). Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "memory": ("memory.cli", "HTM-EAR tiered-memory benchmark (scenarios A/B/C, BGL_2k)"),
-    "retrieval": ("benchmarks.cli_retrieval", "evidence recall@k of the tiered memory"),
-    "describe": ("benchmarks.cli_describe", "counts of a benchmark's data"),
-    "frontier": ("benchmarks.cli_frontier", "cost-quality frontier of routers vs baselines"),
-    "headroom": ("benchmarks.cli_headroom", "answer quality per context: gold, raw top-k, fixed tier paths"),
-    "export": ("benchmarks.cli_export", "records, question banks or frontier results as a datasets Dataset"),
+    "memory": ("evaluation.cli_memory", "HTM-EAR tiered-memory benchmark (scenarios A/B/C, BGL_2k)"),
+    "retrieval": ("evaluation.cli_retrieval", "evidence recall@k of the tiered memory"),
+    "describe": ("evaluation.cli_describe", "counts of a benchmark's data"),
+    "frontier": ("evaluation.cli_frontier", "cost-quality frontier of routers vs baselines"),
+    "headroom": ("evaluation.cli_headroom", "answer quality per context: gold, raw top-k, fixed tier paths"),
+    "export": ("evaluation.cli_export", "records, question banks or frontier results as a datasets Dataset"),
 }
 
 

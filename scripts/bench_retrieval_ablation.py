@@ -1,6 +1,6 @@
 """Retrieval ablation: which lever raises evidence recall, measured with ``evaluate.py retrieval``.
 
-Every variant runs the same command (``benchmarks.cli_retrieval``) on the same split with the
+Every variant runs the same command (``evaluation.cli_retrieval``) on the same split with the
 same chunk vectors (embedding cache), so rows differ only in the lever named:
 
   * ``dense (old default)``: tiered memory, dense ranking only (``--lexical-weight 0``);
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import cli_retrieval
+from evaluation import cli_retrieval
 
 VARIANTS: dict[str, list[str]] = {
     "dense (old default)": ["--lexical-weight", "0"],

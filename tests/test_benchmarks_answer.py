@@ -107,8 +107,8 @@ def test_answer_many_batches_in_order() -> None:
 
 
 def test_describe_cli_counts(capsys: pytest.CaptureFixture[str]) -> None:
-    from benchmarks import cli_describe
     from common.datadir import DataFileError, resolve_data_dir
+    from evaluation import cli_describe
 
     try:
         resolve_data_dir()

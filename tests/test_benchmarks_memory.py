@@ -159,8 +159,8 @@ def test_embedding_cache_roundtrip(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_retrieval_cli_on_real_locomo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks import cli_retrieval
     from common.datadir import DataFileError, resolve_data_dir
+    from evaluation import cli_retrieval
 
     try:
         resolve_data_dir()

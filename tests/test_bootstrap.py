@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.bootstrap import (
+from evaluation.bootstrap import (
     bootstrap_mean,
     interval,
     make_resampler,

@@ -226,6 +226,6 @@ def test_config_hook_imports_pack_before_the_run(tmp_path, capsys):
 
 
 def test_project_config_defaults_to_no_pack():
-    from benchmarks.frontier_config import compose_default_config
+    from evaluation.frontier_config import compose_default_config
 
     assert compose_default_config()["cache"]["pack"] == "none"

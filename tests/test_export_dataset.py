@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.export_dataset import export, flatten
 from benchmarks.types import Question
 from envs.question_bank import QuestionItem
 from evaluate import main
+from evaluation.export_dataset import export, flatten
 from modules.types import Evidence
 
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from benchmarks.bootstrap import Estimate
-from benchmarks.frontier import (
+from evaluation.bootstrap import Estimate
+from evaluation.frontier import (
     Point,
     dominance,
     dominates,

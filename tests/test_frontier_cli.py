@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from benchmarks import cli_frontier, frontier_config, frontier_runner, frontier_systems
 from envs.fakes import TIER_COSTS, make_fake_bank, make_fake_components
+from evaluation import cli_frontier, frontier_config, frontier_runner, frontier_systems
 from modules.tier import Tier
 
 pytestmark = pytest.mark.timeout(300)

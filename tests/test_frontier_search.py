@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from benchmarks.tier_search import ALL_HIGH, search_fixed_tiers, tiers_label
+from evaluation.tier_search import ALL_HIGH, search_fixed_tiers, tiers_label
 from modules.tier import Tier
 
 COST = {Tier.LOW: 0.0, Tier.MID: 1.0, Tier.HIGH: 10.0}

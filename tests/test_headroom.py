@@ -12,8 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from benchmarks import cli_headroom
-from benchmarks.headroom import (
+from benchmarks.metrics import answer_containment
+from benchmarks.types import History, Question, Sample, Session, Turn
+from evaluation import cli_headroom
+from evaluation.headroom import (
     BASELINE,
     GOLD,
     RAW,
@@ -25,8 +27,6 @@ from benchmarks.headroom import (
     stratified,
     summarise_headroom,
 )
-from benchmarks.metrics import answer_containment
-from benchmarks.types import History, Question, Sample, Session, Turn
 from modules.tier import Tier
 from tests.support import needs_locomo
 
@@ -181,7 +181,7 @@ def test_headroom_cli_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     assert high["module_cost"]["mean"] > low["module_cost"]["mean"]
 
     # A second run answers nothing again: every record comes from the per-context cache.
-    from benchmarks import headroom
+    from evaluation import headroom
 
     def boom(*_a, **_k):
         raise AssertionError("re-evaluated a cached record")
@@ -213,7 +213,7 @@ def test_headroom_cli_lists_contexts(tmp_path, capsys):
 
 
 def test_experiment_cannot_combine_with_config(tmp_path):
-    from benchmarks.frontier_config import resolve_config
+    from evaluation.frontier_config import resolve_config
 
     args = argparse.Namespace(
         config=str(tmp_path / "c.yaml"), experiment="cpu_quality", set=[], benchmark=None

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import cli_frontier
 from benchmarks.judge import PROMPT_HASH, PROTOCOLS, Judge, get_protocol
 from benchmarks.judge_protocol import hash_templates
 from benchmarks.judge_protocols import LONGMEMEVAL_TEMPLATES
 from benchmarks.types import Question
 from envs.fakes import make_fake_bank, make_fake_components
 from envs.rollout import evaluate_policy, summarize_records
+from evaluation import cli_frontier
 from modules.backends.fake import FakeBackend, request_text
 from modules.cache import CachedLLM
 from modules.tier import Tier

@@ -176,7 +176,7 @@ def test_conditioned_router_needs_a_lambda_inside_its_range(tmp_path):
 
 
 def test_frontier_evaluates_a_conditioned_router_at_each_of_its_lambdas(tmp_path):
-    from benchmarks import frontier_systems
+    from evaluation import frontier_systems
 
     path, _ = _export_conditioned(tmp_path)
     systems, ckpts, _ = frontier_systems.router_systems([path])

@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.aggregate import Run, SystemRuns, summarise
-from benchmarks.frontier_plot import plot_frontier
-from benchmarks.report import analyse, format_table, verdict_lines, write_csv, write_json
+from evaluation.aggregate import Run, SystemRuns, summarise
+from evaluation.frontier_plot import plot_frontier
+from evaluation.report import analyse, format_table, verdict_lines, write_csv, write_json
 
 N = 40
 QIDS = [f"q{i}" for i in range(N)]

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from benchmarks.aggregate import RecordError, Run, SystemRuns, compare_to, summarise
+from evaluation.aggregate import RecordError, Run, SystemRuns, compare_to, summarise
 
 
 def rec(qid, cat, tiers, f1, em, mcost, acost=1.0, judge=None, judge_failed=False, failures=0, lat=0.5):

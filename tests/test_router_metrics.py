@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks.aggregate import Run, SystemRuns, summarise
-from benchmarks.oracle import oracle_system, path_label
-from benchmarks.report import analyse, csv_rows, report_dict
-from benchmarks.router_metrics import (
+from evaluation.aggregate import Run, SystemRuns, summarise
+from evaluation.oracle import oracle_system, path_label
+from evaluation.report import analyse, csv_rows, report_dict
+from evaluation.router_metrics import (
     Ends,
     aiq,
     apgr,
@@ -21,7 +21,7 @@ from benchmarks.router_metrics import (
     pgr,
     pgr_curve,
 )
-from benchmarks.router_metrics_report import compute_router_metrics, family_rows, format_router_metrics
+from evaluation.router_metrics_report import compute_router_metrics, family_rows, format_router_metrics
 
 # all-LOW costs 1 with F1 0.2, all-HIGH costs 5 with F1 0.6: cost range 4, quality gap 0.4.
 ENDS = Ends(c_low=1.0, q_low=0.2, c_high=5.0, q_high=0.6)

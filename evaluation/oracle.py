@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from benchmarks.aggregate import Run, SystemRuns, align_runs
+from evaluation.aggregate import Run, SystemRuns, align_runs
 from modules.tier import MODULE_ORDER, Tier
 
 ORACLE_NAME = "oracle"

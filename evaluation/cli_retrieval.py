@@ -28,13 +28,13 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks.chunking import GRANULARITIES, Chunk, ChunkingConfig, chunk_history
-from benchmarks.cli_options import add_option_argument, parse_options
 from benchmarks.embedding_cache import EmbeddingCache
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 from benchmarks.recall import evidence_hit, evidence_recall
 from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_json, atomic_write_with
 from common.provenance import run_metadata
+from evaluation.cli_options import add_option_argument, parse_options
 from modules.types import Evidence
 
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ What it does:
    config, else the project's Hydra config (``configs/config.yaml``); ``--set`` overrides apply
    on top (``key.sub=value``, or ``group=option`` to load ``configs/group/option.yaml``).
 3. Builds the components and the test question bank once, chooses ``best-fixed`` on the
-   validation split (see :mod:`benchmarks.tier_search`), evaluates every system (per-question
-   records cached on disk, see :mod:`benchmarks.frontier_runner`), builds the oracle (best
-   evaluated path per question, :mod:`benchmarks.oracle`), aggregates with bootstrap intervals,
+   validation split (see :mod:`evaluation.tier_search`), evaluates every system (per-question
+   records cached on disk, see :mod:`evaluation.frontier_runner`), builds the oracle (best
+   evaluated path per question, :mod:`evaluation.oracle`), aggregates with bootstrap intervals,
    and prints the table, the router metrics (RouteLLM APGR and CPT(50%/80%), RouterBench AIQ,
-   the oracle's share; :mod:`benchmarks.router_metrics`), the verdict and the call cache's
+   the oracle's share; :mod:`evaluation.router_metrics`), the verdict and the call cache's
    hits and misses (which calls were replayed).
 4. Writes ``frontier.csv``, ``router_metrics.csv``, ``frontier.json``, ``frontier.png`` and
    ``metadata.json`` (resolved config, checkpoint ids and sha256s, data checksums, judge prompt
@@ -35,10 +35,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from benchmarks.aggregate import summarise
-from benchmarks.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
-from benchmarks.frontier_config import resolve_config
-from benchmarks.frontier_runner import (
+from common.atomic import atomic_write_json
+from common.datadir import PROJECT_ROOT
+from evaluation.aggregate import summarise
+from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
+from evaluation.frontier_config import resolve_config
+from evaluation.frontier_runner import (
     RecordStore,
     SystemSpec,
     evaluate_run,
@@ -48,10 +50,8 @@ from benchmarks.frontier_runner import (
     record_fingerprint,
     safe_id,
 )
-from benchmarks.frontier_systems import baseline_systems, find_checkpoints, router_systems
-from benchmarks.tier_search import SEARCH_METHODS, parse_tiers, search_fixed_tiers, tiers_label
-from common.atomic import atomic_write_json
-from common.datadir import PROJECT_ROOT
+from evaluation.frontier_systems import baseline_systems, find_checkpoints, router_systems
+from evaluation.tier_search import SEARCH_METHODS, parse_tiers, search_fixed_tiers, tiers_label
 
 DEFAULT_BASELINES = "all-low,all-mid,all-high,random,best-fixed"
 
@@ -199,9 +199,10 @@ def run_with(
     val_items: Any,
 ) -> int:
     """Everything after the components and the test bank exist (tests call this with fakes)."""
-    from benchmarks.frontier_plot import plot_frontier
-    from benchmarks.oracle import oracle_system
-    from benchmarks.report import (
+    from common.provenance import run_metadata
+    from evaluation.frontier_plot import plot_frontier
+    from evaluation.oracle import oracle_system
+    from evaluation.report import (
         analyse,
         format_category_table,
         format_table,
@@ -210,8 +211,7 @@ def run_with(
         write_csv,
         write_json,
     )
-    from benchmarks.router_metrics_report import format_router_metrics, write_router_metrics_csv
-    from common.provenance import run_metadata
+    from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
     from modules.cache_pack import cache_summary_line
 
     bench = str(components.benchmark)

@@ -4,7 +4,7 @@ A *system* is one thing a user could deploy: a fixed-tier baseline, or a router 
 λ. It may have several *runs* (seed replicates: routers trained with different seeds, or
 the random baseline drawn with different seeds); the summary then averages over runs and
 its intervals cover both question and seed variation (hierarchical bootstrap, see
-:mod:`benchmarks.bootstrap`).
+:mod:`evaluation.bootstrap`).
 
 Records are the dicts written by ``envs.rollout.EpisodeRecord.to_dict()``; only these
 keys are read: ``question_id, category, tiers, f1, em, judge, judge_failed, failures,
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bootstrap import (
+from evaluation.bootstrap import (
     DEFAULT_ALPHA,
     DEFAULT_N_BOOT,
     DEFAULT_SEED,

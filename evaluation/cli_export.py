@@ -9,7 +9,7 @@ Examples::
 
 Read back with ``datasets.load_from_disk(PATH)`` (Arrow) or
 ``datasets.load_dataset("parquet", data_files=PATH)`` / ``pandas.read_parquet(PATH)``. The kinds and
-the column layout are described in :mod:`benchmarks.export_dataset`.
+the column layout are described in :mod:`evaluation.export_dataset`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from benchmarks.export_dataset import FORMATS, KINDS, export
+from evaluation.export_dataset import FORMATS, KINDS, export
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""PNG Pareto plot of a :class:`benchmarks.report.FrontierReport` (quality vs cost).
+"""PNG Pareto plot of a :class:`evaluation.report.FrontierReport` (quality vs cost).
 
 Left panel: every system at (mean cost, mean quality) with 95% bootstrap error bars on both
 axes; routers in colour and labelled (by λ when known), baselines in grey; each family's
@@ -22,10 +22,10 @@ matplotlib.use("Agg")  # headless; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
 
-from benchmarks.frontier import pareto_frontier
-from benchmarks.report import FrontierReport
-from benchmarks.router_metrics import nondecreasing_hull
 from common.atomic import atomic_write_with
+from evaluation.frontier import pareto_frontier
+from evaluation.report import FrontierReport
+from evaluation.router_metrics import nondecreasing_hull
 from modules.tier import MODULE_ORDER
 
 _LABELS = {

@@ -21,7 +21,7 @@ Definitions (all on point estimates; the intervals are reported next to them):
     ``(Q_F(c) - q_low) / (q_high - q_low)``. The straight line from all-LOW to all-HIGH
     (what random per-query mixing of the two achieves in expectation) scores exactly 0.5,
     so ``step_pgr - 0.5`` is the gain over that line; the pair alone scores 0. This is *not*
-    RouteLLM's APGR, which interpolates between points (see :mod:`benchmarks.router_metrics`
+    RouteLLM's APGR, which interpolates between points (see :mod:`evaluation.router_metrics`
     for APGR, CPT and AIQ as the literature defines them); the step curve only credits what
     one deployed system buys.
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from benchmarks.bootstrap import Estimate
+from evaluation.bootstrap import Estimate
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ Definitions, as implemented (checked against the reference code):
   the largest cost among the compared routers; here the range is fixed to the all-LOW..all-HIGH
   span so that every family is measured on the same range.
 
-This module holds the point-estimate maths; :mod:`benchmarks.router_metrics_report` applies it to
+This module holds the point-estimate maths; :mod:`evaluation.router_metrics_report` applies it to
 the frontier's systems and their paired bootstrap replicates.
 """
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.aggregate import Run, SystemRuns
-from benchmarks.tier_search import TierTuple, tiers_label
 from common.atomic import atomic_write_text
+from evaluation.aggregate import Run, SystemRuns
+from evaluation.tier_search import TierTuple, tiers_label
 from modules.tier import Tier
 
 DecideFn = Callable[[np.ndarray, str], Tier]

@@ -8,8 +8,8 @@ run per seed. Each router is evaluated with the λ it was trained with in its ob
 
 Baselines: fixed tuples (``all-low``, ``all-mid``, ``all-high``, ``fixed:L,M,H,M,L``), the
 random baseline (one run per ``--random-seeds`` seed), ``best-fixed`` (chosen on the
-validation split by :mod:`benchmarks.tier_search`) and ``single-module``: the 10 paths that
-change one module of all-MID to LOW or HIGH (they give the oracle, :mod:`benchmarks.oracle`,
+validation split by :mod:`evaluation.tier_search`) and ``single-module``: the 10 paths that
+change one module of all-MID to LOW or HIGH (they give the oracle, :mod:`evaluation.oracle`,
 paths to choose from beyond the uniform ones).
 """
 
@@ -20,8 +20,8 @@ import glob
 from pathlib import Path
 from typing import Any
 
-from benchmarks.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run
-from benchmarks.tier_search import tiers_label
+from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run
+from evaluation.tier_search import tiers_label
 from modules.tier import MODULE_ORDER, Tier
 
 

@@ -1,6 +1,6 @@
 """APGR, CPT(50%/80%), AIQ and the oracle's share for the frontier's systems, with bootstrap intervals.
 
-:func:`compute_router_metrics` applies the formulas of :mod:`benchmarks.router_metrics` to the
+:func:`compute_router_metrics` applies the formulas of :mod:`evaluation.router_metrics` to the
 system summaries of one frontier run, on both cost axes (module cost and total cost), for each
 family of systems: the routers (all λ points together, as RouteLLM scores a router over its
 threshold sweep; and λ-conditioned and per-λ routers apart when both are present), the
@@ -9,7 +9,7 @@ and, for routers, the share of the oracle's gain over all-LOW that the router ca
 ``(q - q_low) / (q_oracle - q_low)``.
 
 Intervals: every summary carries bootstrap replicates of its mean quality and cost drawn on the
-*same* resampled questions and seeds (:mod:`benchmarks.bootstrap`), so replicate ``b`` of each
+*same* resampled questions and seeds (:mod:`evaluation.bootstrap`), so replicate ``b`` of each
 metric is the metric recomputed from replicate ``b`` of every system involved (ends included):
 a paired bootstrap over questions and seeds. The percentile interval ignores replicates where
 the metric is undefined (e.g. all-HIGH not better than all-LOW in that resample); ``n`` of
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.aggregate import SystemSummary
-from benchmarks.bootstrap import Estimate, interval
-from benchmarks.router_metrics import CPT_LEVELS, Ends, aiq, apgr, cost_share, cpt, pgr
 from common.atomic import atomic_write_text
+from evaluation.aggregate import SystemSummary
+from evaluation.bootstrap import Estimate, interval
+from evaluation.router_metrics import CPT_LEVELS, Ends, aiq, apgr, cost_share, cpt, pgr
 
 #: Cost axes the metrics are computed on.
 COST_AXES: tuple[str, ...] = ("module_cost", "total_cost")
@@ -51,7 +51,7 @@ class FamilyMetrics:
         cost: Cost axis.
         members: Names of the systems in the family.
         apgr: RouteLLM APGR.
-        cpt: ``{level: CPT(level)}`` for :data:`~benchmarks.router_metrics.CPT_LEVELS`.
+        cpt: ``{level: CPT(level)}`` for :data:`~evaluation.router_metrics.CPT_LEVELS`.
         aiq: RouterBench AIQ (quality units).
     """
 
@@ -299,7 +299,7 @@ def system_columns(rm: RouterMetrics | None, name: str) -> dict[str, Any]:
 
 
 def router_metrics_dict(rm: RouterMetrics) -> dict[str, Any]:
-    """JSON-friendly form (NaN stays NaN; :func:`benchmarks.report.json_safe` turns it into null)."""
+    """JSON-friendly form (NaN stays NaN; :func:`evaluation.report.json_safe` turns it into null)."""
     return {
         "quality": rm.quality,
         "low": rm.low,

@@ -21,11 +21,14 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
-from benchmarks.cli_options import add_option_argument, parse_options
-from benchmarks.frontier_config import resolve_config
-from benchmarks.frontier_runner import RecordStore, record_fingerprint, safe_id
-from benchmarks.headroom import (
+from benchmarks.metrics import score_answer
+from common.atomic import atomic_write_json, atomic_write_with
+from common.datadir import PROJECT_ROOT
+from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
+from evaluation.cli_options import add_option_argument, parse_options
+from evaluation.frontier_config import resolve_config
+from evaluation.frontier_runner import RecordStore, record_fingerprint, safe_id
+from evaluation.headroom import (
     evaluate_context,
     format_categories,
     format_headroom,
@@ -35,9 +38,6 @@ from benchmarks.headroom import (
     stratified,
     summarise_headroom,
 )
-from benchmarks.metrics import score_answer
-from common.atomic import atomic_write_json, atomic_write_with
-from common.datadir import PROJECT_ROOT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,7 @@ answers the same questions from different *contexts* with the same answerer and 
 
 Per question and context a record holds token F1, EM, *containment* (share of the gold answer's
 normalised words present in the context the answerer reads), context size, module and answer
-cost and failures. Records are cached per context (:class:`benchmarks.frontier_runner.RecordStore`),
+cost and failures. Records are cached per context (:class:`evaluation.frontier_runner.RecordStore`),
 so a long run resumes where it stopped. :func:`summarise_headroom` adds bootstrap CIs (paired
 over questions) and paired differences against all-LOW.
 """
@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.bootstrap import bootstrap_mean, make_resampler, paired_difference
 from benchmarks.chunking import render_turn
 from benchmarks.metrics import answer_containment
 from benchmarks.types import Sample
 from common.atomic import atomic_write_with
+from evaluation.bootstrap import bootstrap_mean, make_resampler, paired_difference
 from modules.nlp import short_date
 from modules.prompts import evidence_lines
 from modules.tier import MODULE_ORDER, Tier

@@ -15,9 +15,9 @@ import json
 from typing import Any
 
 from benchmarks.base import SPLITS
-from benchmarks.cli_options import add_option_argument, parse_options
 from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_json
+from evaluation.cli_options import add_option_argument, parse_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

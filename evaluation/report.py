@@ -1,10 +1,10 @@
 """From system summaries to the frontier analysis, the verdict, and the table/CSV/JSON outputs.
 
-:func:`analyse` turns the per-system summaries (see :mod:`benchmarks.aggregate`) into a
+:func:`analyse` turns the per-system summaries (see :mod:`evaluation.aggregate`) into a
 :class:`FrontierReport`: paired comparisons against the reference (all-HIGH), the Pareto
 frontiers, the step-frontier scores (AUC, step PGR) of the routers and of the baselines, the
 router metrics of the literature (RouteLLM APGR/CPT, RouterBench AIQ, the oracle's share; see
-:mod:`benchmarks.router_metrics_report`), the target check and the dominance verdict, with
+:mod:`evaluation.router_metrics_report`), the target check and the dominance verdict, with
 the two answers users ask for written out in plain words (:func:`verdict_lines`). Every
 number in the verdict is computed here from the summaries; nothing is typed in by hand.
 """
@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks import router_metrics_report as rmr
-from benchmarks.aggregate import METRICS, SystemSummary, compare_to
-from benchmarks.bootstrap import DEFAULT_ALPHA
-from benchmarks.frontier import (
+from common.atomic import atomic_write_json, atomic_write_text
+from evaluation import router_metrics_report as rmr
+from evaluation.aggregate import METRICS, SystemSummary, compare_to
+from evaluation.bootstrap import DEFAULT_ALPHA
+from evaluation.frontier import (
     Dominance,
     FrontierScore,
     Point,
@@ -32,7 +33,6 @@ from benchmarks.frontier import (
     reference_pair,
     target_check,
 )
-from common.atomic import atomic_write_json, atomic_write_text
 from modules.tier import MODULE_ORDER
 
 
