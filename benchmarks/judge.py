@@ -27,8 +27,9 @@ from typing import Any, ClassVar
 
 from benchmarks.judge_protocol import JudgeProtocol, hash_templates, json_object
 from benchmarks.types import Question
+from modules.backends import get_backend
 from modules.backends.base import GenerationRequest
-from modules.cache import CachedLLM
+from modules.cache import CachedLLM, CallCache
 from modules.cost import Cost
 from modules.pricing import CostModel
 
@@ -246,9 +247,6 @@ def make_judge(
         protocol: ``budgetmem`` (default), ``locomo`` or ``longmemeval``.
         **backend_kwargs: Passed to the backend (e.g. ``model="qwen2.5-1.5b"``).
     """
-    from modules.backends import get_backend
-    from modules.cache import CallCache
-
     cache = CallCache(cache_path) if cache_path else None
     llm = CachedLLM(get_backend(backend, **backend_kwargs), cache)
     return Judge(llm, cost_model, max_tokens=max_tokens, protocol=protocol)

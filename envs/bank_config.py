@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from benchmarks.chunking import ChunkingConfig
+from benchmarks.memory_builder import MemoryBuildConfig
 from envs.components import BENCHMARK_NAMES, ConfigError, named_section, section
 
 
@@ -30,8 +32,6 @@ def memory_config_from(cfg: Mapping[str, Any]) -> Any:
     mem = section(cfg, "memory")
     if not mem:
         return None
-    from benchmarks.chunking import ChunkingConfig
-    from benchmarks.memory_builder import MemoryBuildConfig
 
     try:
         chunking = mem.pop("chunking", None)

@@ -64,7 +64,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.answer import AnswerGenerator
+from benchmarks.judge import Judge, get_protocol
+from common.datadir import PROJECT_ROOT
 from envs.observation import ObservationBuilder, ObservationSpec
+from memory.encoder import get_encoder
+from modules.backends import BACKENDS, get_backend
+from modules.cache import CachedLLM, CallCache
+from modules.cache_pack import PackError, import_pack
+from modules.cache_stores import store_scheme
+from modules.pipeline import build_pipeline
+from modules.pricing import CostModel
+from modules.strategies import STRATEGIES
 
 #: Benchmarks the env can run (the registry in benchmarks.registry may know more loaders).
 BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa", "custom")
@@ -216,9 +227,6 @@ class _BackendPool:
         self._built: dict[str, Any] = {}
 
     def get(self, spec: Mapping[str, Any], where: str) -> Any:
-        from modules.backends import BACKENDS, get_backend
-        from modules.cache import CachedLLM
-
         spec = dict(spec)
         name = spec.pop("name", None)
         if name is None:
@@ -236,8 +244,6 @@ class _BackendPool:
 
 
 def _strategy_names() -> tuple[str, ...]:
-    from modules.strategies import STRATEGIES
-
     return tuple(sorted(STRATEGIES))
 
 
@@ -253,9 +259,6 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     Raises:
         ConfigError: On a missing section or an unknown benchmark, strategy, backend, unit or metric.
     """
-    from memory.encoder import get_encoder
-    from modules.pricing import CostModel
-
     bench, _ = named_section(cfg, "benchmark", BENCHMARK_NAMES)
     strategy, strategy_extra = named_section(cfg, "strategy")
     known_strategies = _strategy_names()
@@ -301,10 +304,6 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     cache = None
     cache_path = cache_cfg.get("path", DEFAULT_CACHE_PATH)
     if cache_path is not None:
-        from common.datadir import PROJECT_ROOT
-        from modules.cache import CallCache
-        from modules.cache_stores import store_scheme
-
         text = str(cache_path)
         if "://" in text or store_scheme(text) != "sqlite":
             # A store URL (redis://..., sqlite:///abs/path) is passed through unchanged.
@@ -320,12 +319,9 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         llms[role] = pool.get(_merge(backend_base, llm_overrides.get(role)), f"llms.{role}")
     answer_llm = pool.get(_merge(backend_base, answer_cfg.get("backend")), "answer.backend")
     judge = None
-    from benchmarks.answer import AnswerGenerator
 
     answerer = AnswerGenerator(answer_llm, bench)
     if judge_on:
-        from benchmarks.judge import Judge, get_protocol
-
         try:
             protocol = get_protocol(judge_cfg.get("protocol"))
         except KeyError as exc:
@@ -335,8 +331,6 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         llms_all = {**llms, "answer": answer_llm, "judge": judge_llm}
     else:
         llms_all = {**llms, "answer": answer_llm}
-
-    from modules.pipeline import build_pipeline
 
     try:
         pipeline = build_pipeline(strategy, llms, cost_model, encoder, cache=cache, **strategy_opts)
@@ -379,8 +373,6 @@ def _import_pack(pack: Any, cache: Any | None) -> Any | None:
         return None
     if cache is None:
         raise ConfigError(f"config cache.pack={pack!r} needs a call cache, but cache.path is null")
-    from common.datadir import PROJECT_ROOT
-    from modules.cache_pack import PackError, import_pack
 
     p = Path(str(pack)).expanduser()
     try:

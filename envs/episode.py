@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from benchmarks.metrics import score_answer
 from modules.cost import Cost
 from modules.tier import MODULE_ORDER, Tier
 
@@ -141,8 +142,6 @@ class EpisodeRecord:
 
 
 def _default_scorer(question: Any, prediction: str, benchmark: str) -> dict[str, float]:
-    from benchmarks.metrics import score_answer
-
     return score_answer(question, prediction, benchmark)
 
 

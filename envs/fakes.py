@@ -23,7 +23,12 @@ from benchmarks.types import Question
 from envs.components import EnvComponents
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.question_bank import QuestionItem
+from memory.encoder import get_encoder
+from modules.backends.base import GenerationRequest
+from modules.backends.fake import FakeBackend, request_text
+from modules.cache import CachedLLM
 from modules.cost import Cost
+from modules.pricing import CostModel
 from modules.tier import MODULE_ORDER, Tier
 from modules.types import Evidence
 
@@ -149,10 +154,6 @@ class FakeAnswerer:
     """
 
     def __init__(self, cache: Any | None = None, cost_model: Any | None = None) -> None:
-        from modules.backends.fake import FakeBackend, request_text
-        from modules.cache import CachedLLM
-        from modules.pricing import CostModel
-
         def responder(request: Any) -> str:
             text = request_text(request)
             m = re.search(r"QUESTION: (.*)\nGOLD: (.*)\nMEMORY: (.*)", text)
@@ -168,8 +169,6 @@ class FakeAnswerer:
 
     def answer(self, question: Question, memory_text: str) -> tuple[str, Cost]:
         """Return ``(prediction, cost)``."""
-        from modules.backends.base import GenerationRequest
-
         prompt = f"QUESTION: {question.question}\nGOLD: {question.answer}\nMEMORY: {memory_text}"
         res = self.llm.generate([GenerationRequest(prompt=prompt, max_tokens=16)], tags={"module": "answer"})[
             0
@@ -223,9 +222,6 @@ def make_fake_components(
     extra: Mapping[str, Any] | None = None,
 ) -> EnvComponents:
     """Components for the synthetic task: hashing encoder, fake pipeline, fake-backend answerer."""
-    from memory.encoder import get_encoder
-    from modules.pricing import CostModel
-
     enc = encoder if encoder is not None else get_encoder("hashing")
     cost_model = CostModel(unit="gflops")
     answerer = FakeAnswerer(cache, cost_model)

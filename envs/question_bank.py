@@ -31,8 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
+from benchmarks.registry import get_benchmark
 from benchmarks.types import Question, Sample
 from common.atomic import atomic_write_json
+from common.datadir import PROJECT_ROOT
 from common.provenance import sha256_file
 from modules.types import Evidence
 
@@ -90,8 +93,6 @@ class QuestionItem:
 
 def default_cache_dir() -> Path:
     """``$BUDGET_ROUTER_BANK_CACHE`` or ``<project>/.cache/question_bank``."""
-    from common.datadir import PROJECT_ROOT
-
     return Path(os.environ.get(BANK_CACHE_ENV) or PROJECT_ROOT / ".cache" / "question_bank").expanduser()
 
 
@@ -222,8 +223,6 @@ def build_question_bank(
         KeyError: Unknown benchmark name.
         ValueError: Bad split, ``k``, ``limit`` or ``max_samples``; or an empty bank.
     """
-    from benchmarks.registry import get_benchmark
-
     if int(k) <= 0:
         raise ValueError(f"question bank k must be > 0, got {k}")
     opts = dict(benchmark_opts or {})
@@ -289,8 +288,6 @@ def _build(
     progress: bool,
 ) -> list[QuestionItem]:
     from tqdm.auto import tqdm
-
-    from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 
     samples = bench.load(split)
     picked = select_questions(samples, limit=limit, seed=seed, max_samples=max_samples)

@@ -35,11 +35,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json
 from common.datadir import PROJECT_ROOT
+from common.provenance import data_checksums, run_metadata
+from envs.bank_config import question_bank_from
+from envs.components import make_components
 from evaluation.aggregate import summarise
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
 from evaluation.frontier_config import resolve_config
+from evaluation.frontier_plot import plot_frontier
 from evaluation.frontier_runner import (
     RecordStore,
     SystemSpec,
@@ -51,7 +56,19 @@ from evaluation.frontier_runner import (
     safe_id,
 )
 from evaluation.frontier_systems import baseline_systems, find_checkpoints, router_systems
+from evaluation.oracle import oracle_system
+from evaluation.report import (
+    analyse,
+    format_category_table,
+    format_table,
+    json_safe,
+    verdict_lines,
+    write_csv,
+    write_json,
+)
+from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
 from evaluation.tier_search import SEARCH_METHODS, parse_tiers, search_fixed_tiers, tiers_label
+from modules.cache_pack import cache_summary_line
 
 DEFAULT_BASELINES = "all-low,all-mid,all-high,random,best-fixed"
 
@@ -130,9 +147,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, aggregate, print and write the frontier; returns the exit code."""
-    from envs.bank_config import question_bank_from
-    from envs.components import make_components
-
     paths = find_checkpoints(args.routers, args.checkpoint_glob) if args.routers else []
     routers, ckpts, router_cfgs = router_systems(paths) if paths else ([], [], [])
     cfg = resolve_config(args, router_cfgs)
@@ -170,17 +184,12 @@ def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[st
 
 
 def _val_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:
-    from envs.bank_config import question_bank_from
-
     val_cfg = copy.deepcopy(cfg)
     val_cfg["question_bank"]["limit"] = args.val_limit
     return question_bank_from(val_cfg, args.val_split, components.encoder, progress=not args.no_progress)
 
 
 def _data_checksums(cfg: dict[str, Any], benchmark: str) -> dict[str, str]:
-    from benchmarks.registry import get_benchmark
-    from common.provenance import data_checksums
-
     try:
         named = cfg.get("benchmark")
         opts = dict((named.get("options") or {}) if isinstance(named, dict) else {})
@@ -199,21 +208,6 @@ def run_with(
     val_items: Any,
 ) -> int:
     """Everything after the components and the test bank exist (tests call this with fakes)."""
-    from common.provenance import run_metadata
-    from evaluation.frontier_plot import plot_frontier
-    from evaluation.oracle import oracle_system
-    from evaluation.report import (
-        analyse,
-        format_category_table,
-        format_table,
-        json_safe,
-        verdict_lines,
-        write_csv,
-        write_json,
-    )
-    from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
-    from modules.cache_pack import cache_summary_line
-
     bench = str(components.benchmark)
     out = Path(args.out or PROJECT_ROOT / "runs" / "frontier" / f"{bench}-{args.split}")
     checksums = _data_checksums(cfg, bench)

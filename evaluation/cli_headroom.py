@@ -22,8 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.metrics import score_answer
+from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_with
 from common.datadir import PROJECT_ROOT
+from common.provenance import data_checksums, run_metadata
+from envs.bank_config import question_bank_from
+from envs.components import make_components
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
 from evaluation.cli_options import add_option_argument, parse_options
 from evaluation.frontier_config import resolve_config
@@ -73,9 +77,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate every context on the selected questions, then print and write the table."""
-    from envs.bank_config import question_bank_from
-    from envs.components import make_components
-
     if args.list_contexts:
         for c in select_contexts("all"):
             print(c.name)
@@ -110,9 +111,6 @@ def _run_with(
     bench: str,
 ) -> int:
     from tqdm.auto import tqdm
-
-    from benchmarks.registry import get_benchmark
-    from common.provenance import data_checksums, run_metadata
 
     benchmark = get_benchmark(
         bench, data_dir=cfg.get("data_dir"), **dict((cfg["benchmark"] or {}).get("options") or {})

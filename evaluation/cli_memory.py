@@ -22,10 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from common.atomic import atomic_write_json, atomic_write_text
+from common.atomic import atomic_write_json, atomic_write_text, atomic_write_with
 from common.datadir import data_file
 from common.provenance import run_metadata
+from memory.bench import run_modes
 from memory.config import MODES, MemoryConfig
+from memory.encoder import get_encoder
+from memory.scenarios import SCENARIOS, generate_synthetic, load_bgl
 
 SYNTHETIC = ("A", "B", "C")
 
@@ -68,10 +71,6 @@ def run(args: argparse.Namespace) -> int:
     """Run the benchmark; returns the exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from tqdm import tqdm
-
-    from memory.bench import run_modes
-    from memory.encoder import get_encoder
-    from memory.scenarios import SCENARIOS, generate_synthetic, load_bgl
 
     modes = _parse_list(args.modes, "modes")
     unknown = [m for m in modes if m not in MODES]
@@ -217,8 +216,6 @@ def plot(summary: list[dict[str, Any]], path: Path, title: str) -> None:
 
     def save(tmp: Path) -> None:
         fig.savefig(tmp, format="png", dpi=110)
-
-    from common.atomic import atomic_write_with
 
     atomic_write_with(path, save)
     plt.close(fig)

@@ -35,6 +35,7 @@ from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_json, atomic_write_with
 from common.provenance import run_metadata
 from evaluation.cli_options import add_option_argument, parse_options
+from memory.encoder import get_encoder
 from modules.types import Evidence
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,6 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation; returns 0 on success."""
-    from memory.encoder import get_encoder
-
     t_start = time.perf_counter()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     build = MemoryBuildConfig(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from common.datadir import PROJECT_ROOT
+from policies.training.config import load_config
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
 
@@ -58,8 +59,6 @@ def compose_default_config(overrides: list[str] | None = None) -> dict[str, Any]
     Args:
         overrides: Hydra overrides applied at composition (e.g. ``["+experiment=cpu_quality"]``).
     """
-    from policies.training.config import load_config
-
     return load_config(overrides or [])
 
 

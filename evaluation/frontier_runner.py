@@ -27,9 +27,12 @@ from typing import Any
 import numpy as np
 
 from common.atomic import atomic_write_text
+from common.provenance import git_commit
+from envs.rollout import run_episode
 from evaluation.aggregate import Run, SystemRuns
 from evaluation.tier_search import TierTuple, tiers_label
 from modules.tier import Tier
+from policies.baselines import FixedTierPolicy, RandomPolicy
 
 DecideFn = Callable[[np.ndarray, str], Tier]
 
@@ -162,8 +165,6 @@ class SystemSpec:
 
 def fixed_run(tiers: TierTuple) -> RunSpec:
     """Run spec of a fixed tier tuple (the same tuple always shares one record file)."""
-    from policies.baselines import FixedTierPolicy
-
     policy = FixedTierPolicy(list(tiers))
     return RunSpec(f"fixed-{tiers_label(tiers).replace(',', '')}", lambda _item: policy.decide)
 
@@ -176,8 +177,6 @@ def question_seed(seed: int, question_id: str) -> int:
 
 def random_run(seed: int) -> RunSpec:
     """Run spec of the uniformly random baseline with ``seed``."""
-    from policies.baselines import RandomPolicy
-
     return RunSpec(
         f"random-s{seed}",
         lambda item: RandomPolicy(question_seed(seed, item.question.question_id)).decide,
@@ -211,8 +210,6 @@ def evaluate_run(
     """
     from tqdm.auto import tqdm
 
-    from envs.rollout import run_episode
-
     ids = [str(it.question.question_id) for it in items]
     todo = [it for it, q in zip(items, ids, strict=True) if q not in store.records]
     if todo:
@@ -221,7 +218,6 @@ def evaluate_run(
         comps = components
         if run.cost_lambda is not None and run.cost_lambda != getattr(components, "cost_lambda", None):
             comps = dataclasses.replace(components, cost_lambda=float(run.cost_lambda))
-        from common.provenance import git_commit
 
         commit = git_commit()
         pending: list[dict[str, Any]] = []
@@ -271,6 +267,4 @@ def mean_of(records: Sequence[Mapping[str, Any]], key: str) -> float:
 
 def run_episode_tiers(run: RunSpec, item: Any, components: Any) -> tuple[str, ...]:
     """Tiers a run picks for one item (a cheap probe used to check determinism)."""
-    from envs.rollout import run_episode
-
     return tuple(t.name for t in run_episode(item, run.decide_for(item), components).tiers)

@@ -20,14 +20,15 @@ import glob
 from pathlib import Path
 from typing import Any
 
+from common.provenance import sha256_file
 from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run
 from evaluation.tier_search import tiers_label
 from modules.tier import MODULE_ORDER, Tier
+from policies.baselines import get_baseline
+from policies.router import METADATA_FILE, WEIGHTS_FILE, Router
 
 
 def _is_checkpoint(p: Path) -> bool:
-    from policies.router import METADATA_FILE, WEIGHTS_FILE
-
     if p.is_dir():
         return (p / METADATA_FILE).is_file() and (p / WEIGHTS_FILE).is_file()
     import zipfile
@@ -41,8 +42,6 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
     Raises:
         FileNotFoundError: If a pattern finds no checkpoint.
     """
-    from policies.router import METADATA_FILE
-
     found: list[Path] = []
     for pat in patterns:
         matches = sorted(Path(m) for m in glob.glob(pat)) or ([Path(pat)] if Path(pat).exists() else [])
@@ -66,9 +65,6 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
 
 def _checkpoint_sha(path: Path) -> str:
     """sha256 of the checkpoint file (zip) or of its weights file (dir)."""
-    from common.provenance import sha256_file
-    from policies.router import WEIGHTS_FILE
-
     return sha256_file(path / WEIGHTS_FILE if path.is_dir() else path)
 
 
@@ -78,8 +74,6 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
     Raises:
         ValueError: If two checkpoints share both λ and seed (narrow with ``--checkpoint-glob``).
     """
-    from policies.router import Router
-
     groups: dict[str, SystemSpec] = {}
     ckpts: list[dict[str, Any]] = []
     configs: list[dict[str, Any]] = []
@@ -155,8 +149,6 @@ def _split_baselines(spec: str) -> list[str]:
 
 def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSpec]:
     """Baseline systems from ``--baselines`` (``val_search`` runs the best-fixed search when asked)."""
-    from policies.baselines import get_baseline
-
     systems: list[SystemSpec] = []
     for name in _split_baselines(args.baselines):
         low = name.lower()

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from common.atomic import atomic_write_bytes
+from common.provenance import git_commit
 
 FORMAT = "budget-router-call-pack"
 FORMAT_VERSION = 1
@@ -154,8 +155,6 @@ def export_pack(
     Raises:
         PackError: If the cache cannot be read.
     """
-    from common.provenance import git_commit
-
     flt = filters or Filters()
     entries = read_sqlite_entries(cache_path)
     kept = [(k, v) for k, v in entries if flt.match(v)]

@@ -90,6 +90,7 @@ def test_locomo_bank_builds_once_and_caches(tmp_path, monkeypatch):
     except DataFileError as exc:
         pytest.skip(f"benchmark data not available: {exc}")
     import benchmarks.memory_builder as mb
+    import envs.question_bank as qb
     from memory.encoder import get_encoder
 
     # mode no_ce: no cross-encoder rerank, so this test does not load MiniLM (the slow test does).
@@ -101,7 +102,7 @@ def test_locomo_bank_builds_once_and_caches(tmp_path, monkeypatch):
         calls["n"] += 1
         return real(*a, **kw)
 
-    monkeypatch.setattr(mb, "build_memory", counting)
+    monkeypatch.setattr(qb, "build_memory", counting)  # the name the bank builder calls
     kw = dict(
         encoder=get_encoder("hashing"),
         memory_config=build,

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from common.datadir import PROJECT_ROOT
+from envs.components import check_cost_lambda_config, parse_cost_lambdas
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
 
@@ -30,8 +31,6 @@ def lam_tag(cost_lambda: Any, cost_lambdas: Any = None) -> str:
     Raises:
         envs.components.ConfigError: A λ that is not a finite number >= 0, or a bad λ list.
     """
-    from envs.components import check_cost_lambda_config, parse_cost_lambdas
-
     if cost_lambdas is not None:
         lams = parse_cost_lambdas(list(cost_lambdas) if not isinstance(cost_lambdas, str) else cost_lambdas)
         return "lamcond" + "-".join(f"{x:g}" for x in lams)

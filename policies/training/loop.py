@@ -28,9 +28,13 @@ import yaml
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import CallbackList
 
+from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from common.redact import redact, redact_argv
+from envs.bank_config import question_bank_from
+from envs.components import make_components
+from envs.rollout import evaluate_policy
 from policies.crn_policy import CRNActorCriticPolicy
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
@@ -58,8 +62,6 @@ def _bank_config(cfg: Mapping[str, Any], limit: int | None) -> dict[str, Any]:
 
 
 def _data_files(cfg: Mapping[str, Any]) -> list[Path]:
-    from benchmarks.registry import get_benchmark
-
     bench = cfg["benchmark"]
     name = bench if isinstance(bench, str) else bench["name"]
     opts = {} if isinstance(bench, str) else dict(bench.get("options") or {})
@@ -121,10 +123,6 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         ``llm_calls``, ``cache_hits``,
         ``cache_hit_rate``, ``wall_s`` and per-phase timings.
     """
-    from envs.bank_config import question_bank_from
-    from envs.components import make_components
-    from envs.rollout import evaluate_policy
-
     t0 = time.perf_counter()
     cfg = copy.deepcopy(dict(cfg))
     ts = TrainSettings.from_config(cfg.get("train"))

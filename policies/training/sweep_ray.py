@@ -40,6 +40,7 @@ from typing import Any
 
 from common.atomic import atomic_write_text
 from common.atomic_dir import recoverable_copy
+from common.datadir import PROJECT_ROOT
 from policies.training.config import load_config
 from policies.training.rundir import TRIAL_PID_FILE
 from policies.training.sweep import COLUMNS, render_csv, summary_row
@@ -103,6 +104,8 @@ def run_trial(
 
 def _tune_trainable(train_fn: TrainFn | None) -> Callable[[dict[str, Any]], None]:
     def trainable(config: dict[str, Any]) -> None:
+        # Ray is an optional extra ('budget-router[ray]'): imported only inside a Ray worker, so the
+        # module itself stays importable (and testable with a fake train_fn) without it.
         from ray import tune
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -189,8 +192,6 @@ def run_sweep(
         os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
         # Local Ray workers inherit this environment: make the project importable in them (a
         # cluster's nodes need the project installed, e.g. ``pip install -e .``).
-        from common.datadir import PROJECT_ROOT
-
         paths = [str(PROJECT_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         started_ray = False
