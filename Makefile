@@ -13,3 +13,4 @@ test: setup
 
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/lint-imports
