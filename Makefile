@@ -13,4 +13,4 @@ test: setup
 
 lint: setup
 	.venv/bin/ruff check .
-	.venv/bin/lint-imports
+	.venv/bin/lint-imports --no-logo

@@ -36,6 +36,8 @@ register_resolvers()
 
 def reported_errors() -> tuple[type[BaseException], ...]:
     """Errors whose message says everything (file, field, fix): shown without a traceback."""
+    # Imported here, not at the top: several of these modules import stable-baselines3, which
+    # `python train.py --help`/`--cfg job` and evaluate.py (it imports this function) do not need.
     from common.datadir import DataFileError
     from envs.components import ConfigError
     from memory.persistence import MemoryLoadError
@@ -58,6 +60,7 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    # Imported when a run starts, for the same reason (torch + stable-baselines3 + the whole pipeline).
     from policies.training.loop import train
 
     container = OmegaConf.to_container(cfg, resolve=True)

@@ -7,5 +7,5 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled PYTHONHASHSEE
 .venv/bin/ruff check .
 # The import contracts of pyproject.toml ([tool.importlinter]): an upward import between the layers,
 # or a core module importing an optional scale path, fails the run here (set -e) before pytest.
-.venv/bin/lint-imports
+.venv/bin/lint-imports --no-logo
 .venv/bin/python -m pytest "$@"

@@ -141,6 +141,6 @@ def test_core_import_of_a_scale_path_breaks_the_contract(tmp_path, module, text)
 def test_test_command_runs_the_contract_before_pytest():
     script = (ROOT / "scripts" / "test.sh").read_text().splitlines()
     commands = [line.strip() for line in script if line.strip() and not line.lstrip().startswith("#")]
-    lint = commands.index(".venv/bin/lint-imports")
+    lint = next(i for i, c in enumerate(commands) if c.split()[0] == ".venv/bin/lint-imports")
     pytest_cmd = next(i for i, c in enumerate(commands) if "-m pytest" in c)
     assert "set -euo pipefail" in commands and lint < pytest_cmd  # a broken contract stops the run
