@@ -31,7 +31,6 @@ from stable_baselines3.common.callbacks import CallbackList
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from common.redact import redact, redact_argv
-from policies.crn_policy import CRNActorCriticPolicy
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
 from policies.training.checkpoint import (
@@ -212,14 +211,8 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
                 vf_layers=policy.vf_layers,
                 activation=policy.activation,
             )
-            # Common random numbers (opt-in): runs of one seed draw their rollout actions from one
-            # uniform stream; see policies/crn_policy.py for what it did and did not save.
-            policy_class: Any = "MlpPolicy"
-            if ps.common_random_numbers:
-                policy_class = CRNActorCriticPolicy
-                policy_kwargs["crn_seed"] = seed
             model = PPO(
-                policy_class,
+                "MlpPolicy",
                 vec_env,
                 policy_kwargs=policy_kwargs,
                 seed=seed,
