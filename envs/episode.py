@@ -204,8 +204,8 @@ class Episode:
         """Run the next module at ``tier`` and return its ``ModuleOutput``."""
         if self.done:
             raise RuntimeError("Episode.step() called after the last module ran")
-        out = self.run.step(Tier.parse(tier))
-        self.tiers.append(Tier(out.tier))
+        out = self.run.step(tier)
+        self.tiers.append(tier)
         self.module_costs[str(out.module)] = out.cost
         self._cost_so_far += float(out.cost.value)
         return out

@@ -101,7 +101,6 @@ class FakePipelineRun:
     def step(self, tier: Tier) -> FakeModuleOutput:
         """Run the next module at ``tier``."""
         module = self.next_module
-        tier = Tier.parse(tier)
         text = f"{module} {tier.name.lower()} notes on: {self.query}"
         out = FakeModuleOutput(module, tier, text, text, Cost(value=TIER_COSTS[tier]))
         self.outputs[module] = out

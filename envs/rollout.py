@@ -41,7 +41,7 @@ def run_episode(item: QuestionItem, decide: DecideFn, components: EnvComponents)
     ep = Episode(item, components)
     while not ep.done:
         module = ep.module
-        ep.step(Tier.parse(decide(ep.observation(), module)))
+        ep.step(decide(ep.observation(), module))
     return ep.finish(run_judge=components.judge is not None)
 
 

@@ -156,11 +156,11 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         ep = self._episode
         if ep is None or ep.done:
             raise RuntimeError("MemoryRouterEnv.step() called without an active episode: call reset() first")
-        tier = self._parse_action(action)
+        tier = self._tier(action)
         out = ep.step(tier)
         info: dict[str, Any] = {
             "module": str(out.module),
-            "tier": Tier(out.tier).name,
+            "tier": tier.name,
             "step_cost": out.cost.value,
         }
         if not ep.done:
@@ -186,16 +186,15 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
             return self.cost_lambdas[int(self.np_random.integers(len(self.cost_lambdas)))]
         return None
 
-    def _parse_action(self, action: Any) -> Tier:
-        arr = np.asarray(action)
-        if arr.size != 1 or (
-            not np.issubdtype(arr.dtype, np.integer) and not np.issubdtype(arr.dtype, np.floating)
-        ):
-            raise ValueError(f"action must be one integer in {{0, 1, 2}}, got {action!r}")
-        value = arr.reshape(()).item()
-        if float(value) != int(value) or not self.action_space.contains(np.int64(int(value))):
-            raise ValueError(f"action must be one of 0 (LOW), 1 (MID), 2 (HIGH), got {action!r}")
-        return Tier(int(value))
+    def _tier(self, action: Any) -> Tier:
+        # The one place an action is checked: the episode, pipeline and modules below take a Tier.
+        # As Gymnasium's CartPole does, the action space decides what is valid (an int or a 0-d
+        # integer array in range); a clear error instead of an assert, which python -O would drop.
+        if not self.action_space.contains(action):
+            raise ValueError(
+                f"action must be an integer in {self.action_space} (0 LOW, 1 MID, 2 HIGH), got {action!r}"
+            )
+        return Tier(int(action))
 
     # ------------------------------------------------------------------ resume support
     def state_dict(self) -> dict[str, Any]:
