@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import envs
+from common.cost_weight import CostWeight
 from envs.fakes import OPTIMAL_TIERS, TIER_COSTS, make_fake_bank, make_fake_components, question_type
 from envs.observation import DEFAULT_SCALARS, ObservationBuilder, ObservationSpec
 from envs.reward import RewardShaper
@@ -18,8 +19,8 @@ from modules.tier import MODULE_ORDER, Tier
 
 
 def make_env(lam: float = 0.3, seed: int | None = 0, cache=None, **kw) -> MemoryRouterEnv:
-    comps = make_fake_components(cost_lambda=lam, cache=cache, **kw)
-    return MemoryRouterEnv(make_fake_bank(4), comps, RewardShaper(cost_lambda=lam), seed=seed)
+    comps = make_fake_components(cost_weight=CostWeight(lam), cache=cache, **kw)
+    return MemoryRouterEnv(make_fake_bank(4), comps, RewardShaper(), seed=seed)
 
 
 def test_gymnasium_env_checker():
@@ -147,8 +148,8 @@ def test_terminal_info_contents(tmp_path):
 
 
 def test_include_answer_cost_option():
-    comps = make_fake_components(cost_lambda=0.5, include_answer_cost=True)
-    env = MemoryRouterEnv(make_fake_bank(2), comps, RewardShaper(cost_lambda=0.5), seed=0)
+    comps = make_fake_components(cost_weight=CostWeight(0.5), include_answer_cost=True)
+    env = MemoryRouterEnv(make_fake_bank(2), comps, RewardShaper(), seed=0)
     _, info = run_fixed(env, [Tier.MID] * 5)
     assert info["cost"]["reward_cost"] == pytest.approx(info["cost"]["total"])
     assert info["cost"]["reward_cost"] > info["cost"]["module"]

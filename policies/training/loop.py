@@ -78,9 +78,8 @@ def export_metadata(cfg: Mapping[str, Any], components: Any, provenance: Mapping
         "benchmark": components.benchmark,
         "strategy": (cfg.get("strategy") or {}).get("name"),
         "encoder": components.encoder.name,
-        "cost_lambda": float(components.cost_lambda),
-        # A λ-conditioned router: the λ values it was trained and validated on.
-        "cost_lambdas": [float(x) for x in components.cost_lambdas],
+        # cost_lambda and cost_lambdas (a λ-conditioned router's trained and validated λ values).
+        **components.cost_weight.to_metadata(),
         "cost_unit": (cfg.get("cost") or {}).get("unit", "gflops"),
         "task_metric": components.task_metric,
         "backend": redact(dict(cfg.get("backend") or {})),
@@ -121,7 +120,8 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         ``cache_hit_rate``, ``wall_s`` and per-phase timings.
     """
     from envs.bank_config import question_bank_from
-    from envs.components import make_components
+    from envs.components import make_components, section
+    from envs.reward import RewardShaper
     from envs.rollout import evaluate_policy
 
     t0 = time.perf_counter()
@@ -189,6 +189,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             select_metric=ts.select_metric,
             verbose=ts.verbose,
             check_summary=budget.check_validation,
+            reward_shaper=RewardShaper.from_config(section(cfg, "cost")),
         )
         ckpt_dir = run_dir / "checkpoints" / "last"
 
@@ -259,8 +260,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             "report": str(md_report),
             "benchmark": components.benchmark,
             "strategy": (cfg.get("strategy") or {}).get("name"),
-            "cost_lambda": float(components.cost_lambda),
-            "cost_lambdas": [float(x) for x in components.cost_lambdas],
+            **components.cost_weight.to_metadata(),
             "seed": seed,
             "timesteps": int(model.num_timesteps),
             "n_train_questions": len(train_items),
