@@ -181,3 +181,15 @@ def test_shaper_evaluate_scores_without_updating():
     assert RewardShaper().evaluate(0.4, 10.0, 0.0) == 0.4
     with pytest.raises(ValueError, match="raw cost"):
         shaper.evaluate(0.2, -1.0, 0.5)
+
+
+def test_shaper_loads_state_saved_when_it_still_held_lambda():
+    """Checkpoints from before λ moved to common.cost_weight carry ``cost_lambda``: it is ignored."""
+    sh = RewardShaper(window=5)
+    for c in (1.0, 4.0, 9.0):
+        sh.shape(0.5, c, 0.2)
+    old_state = {"cost_lambda": 0.2, **sh.state_dict()}
+    other = RewardShaper(window=5)
+    other.load_state_dict(old_state)
+    assert other.state_dict() == sh.state_dict()
+    assert other.evaluate(0.5, 2.0, 0.2) == sh.evaluate(0.5, 2.0, 0.2)
