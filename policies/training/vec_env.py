@@ -58,14 +58,14 @@ def sync_reward_statistics(training_env: VecEnv, shaper: RewardShaper) -> None:
     shaper.load_state_dict(training_env.env_method("training_state", indices=[0])[0]["reward_shaper"])
 
 
-def env_factory(
+def worker_thunk(
     items: Sequence[Any],
     cfg: Mapping[str, Any],
     rank: int,
     seed: int,
     components: Any | None = None,
 ) -> Callable[[], gym.Env]:
-    """Return a thunk that builds worker ``rank``'s env.
+    """Return the thunk a ``VecEnv`` calls to build worker ``rank``'s env with ``envs.factory.make_env``.
 
     Args:
         items: The training question bank.
@@ -91,14 +91,14 @@ def build_vec_env(
         ValueError: For an unknown ``kind``.
     """
     if kind == "dummy":
-        return DummyVecEnv([env_factory(items, cfg, i, seed, components) for i in range(n_envs)])
+        return DummyVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     if kind == "subproc":
         return SubprocVecEnv(
-            [env_factory(items, cfg, i, seed, None) for i in range(n_envs)], start_method="spawn"
+            [worker_thunk(items, cfg, i, seed, None) for i in range(n_envs)], start_method="spawn"
         )
     if kind == "batched":
         # Same envs as "dummy", but concurrent LLM calls of the N envs reach the backend as one batch.
         from policies.training.batched_vec_env import BatchedVecEnv
 
-        return BatchedVecEnv([env_factory(items, cfg, i, seed, components) for i in range(n_envs)])
+        return BatchedVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     raise ValueError(f"unknown vec_env kind {kind!r}; choose dummy, subproc or batched")
