@@ -33,6 +33,7 @@ def evaluate_policy_batched(
     n_envs: int = 8,
     progress: bool = True,
     stats: BatchStats | None = None,
+    cost_lambda: float | None = None,
 ) -> list[EpisodeRecord]:
     """Run every item with ``decide``, ``n_envs`` episodes at a time, LLM calls batched.
 
@@ -43,6 +44,7 @@ def evaluate_policy_batched(
         n_envs: Episodes in flight (the batch size the backend sees; 1 = sequential).
         progress: Show a tqdm progress bar.
         stats: If given, the batcher's statistics are added to it.
+        cost_lambda: The λ in the observations (None = ``components.cost_weight.default``).
 
     Returns:
         One record per item, in item order.
@@ -66,7 +68,7 @@ def evaluate_policy_batched(
                 idx = next(cursor, None)
             if idx is None:
                 return
-            records[idx] = run_episode(items[idx], decide, components)
+            records[idx] = run_episode(items[idx], decide, components, cost_lambda)
             bar.update(1)
 
     batcher: LockstepBatcher[None] = LockstepBatcher()

@@ -40,7 +40,7 @@ top-level sections such as ``ppo`` are ignored here)::
     question_bank: {k: 5, limit: null, max_samples: null, seed: 0, cache_dir: null}
     cost:
       unit: gflops              # gflops | usd (modules.pricing.CostModel)
-      lambda: 0.0               # λ, the cost weight of the reward
+      lambda: 0.0               # λ, the cost weight of the reward (common.cost_weight.CostWeight)
       lambdas: null             # [λ1, λ2, ...]: train ONE λ-conditioned router over these values
                                 # (each episode draws one; `lambda` is then only the default λ)
       window: 2000              # cost normaliser window
@@ -59,13 +59,15 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmarks.answer import AnswerGenerator
 from benchmarks.judge import Judge, get_protocol
+from common.config_error import ConfigError
+from common.cost_weight import CostWeight
 from common.datadir import PROJECT_ROOT
 from envs.observation import ObservationBuilder, ObservationSpec
 from memory.encoder import get_encoder
@@ -103,10 +105,6 @@ STRATEGY_LLM_ROLES: dict[str, tuple[str, ...]] = {
 }
 
 
-class ConfigError(ValueError):
-    """The env config is invalid; the message names the field and the bad value."""
-
-
 @dataclass
 class EnvComponents:
     """Everything an :class:`envs.episode.Episode` uses.
@@ -120,9 +118,8 @@ class EnvComponents:
         cache: The shared call cache, or None.
         obs_builder: Builds observations.
         benchmark: Benchmark name.
-        cost_lambda: λ (also an observation feature).
-        cost_lambdas: The λ values of a λ-conditioned run (each training episode draws one and
-            validation scores every one), or ``()`` for a run at the single ``cost_lambda``.
+        cost_weight: The cost weight λ (or λ set) of the ``cost`` section: the one object the
+            env, validation and export read it from.
         include_answer_cost: Whether the reward's cost includes the answer generation.
         task_metric: Reward's task metric.
         scorer: ``(question, prediction, benchmark) -> {"f1", "em"}``; None = benchmarks.metrics.score_answer.
@@ -139,8 +136,7 @@ class EnvComponents:
     cache: Any | None
     obs_builder: ObservationBuilder
     benchmark: str
-    cost_lambda: float = 0.0
-    cost_lambdas: tuple[float, ...] = ()
+    cost_weight: CostWeight = field(default_factory=CostWeight)
     include_answer_cost: bool = False
     task_metric: str = "f1"
     scorer: Callable[[Any, str, str], dict[str, float]] | None = None
@@ -293,8 +289,7 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         cost_model = CostModel(unit=unit)
     except ValueError as exc:
         raise ConfigError(f"config cost.unit: {exc}") from exc
-    lam = _cost_lambda(cost_cfg.get("lambda", 0.0), "cost.lambda")
-    lambdas = parse_cost_lambdas(cost_cfg.get("lambdas"))
+    cost_weight = CostWeight.from_config(cost_cfg)
 
     try:
         encoder = get_encoder(encoder_name(cfg))
@@ -347,19 +342,13 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
         cache=cache,
         obs_builder=ObservationBuilder(spec, encoder),
         benchmark=bench,
-        cost_lambda=lam,
-        cost_lambdas=lambdas,
+        cost_weight=cost_weight,
         include_answer_cost=bool(cost_cfg.get("include_answer_cost", False)),
         task_metric=task_metric,
         llms=llms_all,
         config=copy.deepcopy(dict(cfg)),
         cache_pack=pack_report,
     )
-
-
-def check_cost_lambda_config(value: Any, name: str) -> float:
-    """A config λ as a float (the shared check), or a :class:`ConfigError` naming ``name``."""
-    return _cost_lambda(value, name)
 
 
 def _import_pack(pack: Any, cache: Any | None) -> Any | None:
@@ -382,41 +371,3 @@ def _import_pack(pack: Any, cache: Any | None) -> Any | None:
         raise ConfigError(f"config cache.pack={pack!r}: {exc}") from exc
     print(report.line())
     return report
-
-
-def _cost_lambda(value: Any, name: str) -> float:
-    from envs.reward import check_cost_lambda
-
-    try:
-        return check_cost_lambda(value, f"config {name}")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def parse_cost_lambdas(value: Any) -> tuple[float, ...]:
-    """Check ``cost.lambdas`` (the λ values of a λ-conditioned run) and return them sorted.
-
-    ``None`` means an ordinary single-λ run and gives ``()``.
-
-    Raises:
-        ConfigError: If the value is not a list of distinct finite numbers >= 0, is empty (it used
-            to become a silent λ = 0 run), or holds one value only (that is an ordinary run: set
-            ``cost.lambda`` instead).
-    """
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise ConfigError(f"config cost.lambdas must be a list of numbers, e.g. [0, 0.1, 0.5], got {value!r}")
-    lams = [_cost_lambda(v, f"cost.lambdas[{i}]") for i, v in enumerate(value)]
-    if not lams:
-        raise ConfigError(
-            "config cost.lambdas=[] is empty: list two or more λ values for a λ-conditioned router, "
-            "or leave cost.lambdas null and set cost.lambda for a single-λ run"
-        )
-    if len(set(lams)) != len(lams):
-        raise ConfigError(f"config cost.lambdas has repeated values: {list(value)}")
-    if len(lams) == 1:
-        raise ConfigError(
-            f"config cost.lambdas={list(value)} has one value; a single-λ run sets cost.lambda={lams[0]:g}"
-        )
-    return tuple(sorted(lams))

@@ -151,8 +151,8 @@ class Episode:
     Args:
         item: The question and its retrieved evidence.
         components: Encoder, pipeline, answerer, judge, observation builder, ...
-        cost_lambda: The λ shown to the router in every observation; None uses
-            ``components.cost_lambda`` (a λ-conditioned run draws one per episode).
+        cost_lambda: This episode's λ, shown to the router in every observation; None uses
+            ``components.cost_weight.default`` (the env draws one per episode from the weight).
     """
 
     def __init__(
@@ -160,7 +160,7 @@ class Episode:
     ) -> None:
         self.item = item
         self.components = components
-        self.cost_lambda = float(components.cost_lambda if cost_lambda is None else cost_lambda)
+        self.cost_lambda = components.cost_weight.default if cost_lambda is None else float(cost_lambda)
         q = item.question
         self.query_emb = components.obs_builder.embed(q.question)
         self.run = components.pipeline.begin(q.question, list(item.evidence), question_date=q.question_date)
@@ -203,8 +203,8 @@ class Episode:
         """Run the next module at ``tier`` and return its ``ModuleOutput``."""
         if self.done:
             raise RuntimeError("Episode.step() called after the last module ran")
-        out = self.run.step(Tier.parse(tier))
-        self.tiers.append(Tier(out.tier))
+        out = self.run.step(tier)
+        self.tiers.append(tier)
         self.module_costs[str(out.module)] = out.cost
         self._cost_so_far += float(out.cost.value)
         return out

@@ -1,4 +1,11 @@
-"""Build a ready :class:`MemoryRouterEnv` from a config (used by ``gym.make`` and ``train.py``)."""
+"""The one env factory: a ready :class:`MemoryRouterEnv` from a config.
+
+``gym.make`` (through :func:`make_registered_env`), the training workers
+(``policies.training.vec_env``) and the tests build their envs with :func:`make_env`, so every
+env reads the task metric, the cost weight and the reward settings from the config the same way.
+Validation and ``evaluate.py`` drive episodes without an env (``envs.rollout``) over the same
+:func:`envs.components.make_components` and :func:`envs.bank_config.question_bank_from`.
+"""
 
 from __future__ import annotations
 
@@ -27,11 +34,12 @@ def make_env(
         config: The env config (schema in :mod:`envs.components`).
         split: Question bank split (default ``question_bank.split`` or ``"train"``).
         items: A prebuilt bank (skips building one).
-        components: Prebuilt components (lets several envs share models and caches).
+        components: Prebuilt components built from the same ``config`` (lets several envs
+            share models and caches); their task metric and cost weight are the env's.
         seed: Seed of the question order.
 
     Returns:
-        The environment.
+        The environment (with its own reward shaper: the cost window and α history).
     """
     comps = components if components is not None else make_components(config)
     if items is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.types import Question
+from common.cost_weight import CostWeight
 from envs.components import EnvComponents
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.question_bank import QuestionItem
@@ -106,7 +107,6 @@ class FakePipelineRun:
     def step(self, tier: Tier) -> FakeModuleOutput:
         """Run the next module at ``tier``."""
         module = self.next_module
-        tier = Tier.parse(tier)
         text = f"{module} {tier.name.lower()} notes on: {self.query}"
         out = FakeModuleOutput(module, tier, text, text, Cost(value=TIER_COSTS[tier]))
         self.outputs[module] = out
@@ -213,7 +213,7 @@ def make_fake_bank(n_per_type: int = 10, k: int = 3) -> list[QuestionItem]:
 
 def make_fake_components(
     *,
-    cost_lambda: float = 0.0,
+    cost_weight: CostWeight | None = None,
     cache: Any | None = None,
     include_answer_cost: bool = False,
     judge: Any | None = None,
@@ -234,7 +234,7 @@ def make_fake_components(
         cache=cache,
         obs_builder=ObservationBuilder(ObservationSpec(embed_dim=int(enc.dim)), enc),
         benchmark="fake",
-        cost_lambda=cost_lambda,
+        cost_weight=cost_weight or CostWeight(),
         include_answer_cost=include_answer_cost,
         task_metric=task_metric,
         scorer=token_f1_scorer,

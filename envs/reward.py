@@ -37,6 +37,8 @@ values are comparable across runs and λ values. We also default to a frozen α 
 
 The shaper is stateful (windows and histories). Each environment instance owns one; with a
 vectorised env each worker has its own windows, which fill at the same rate on average.
+The shaper holds no λ: the window and α do not depend on it, so the caller passes each
+episode's λ (drawn from ``common.cost_weight.CostWeight``) and one shaper serves every λ.
 ``state_dict``/``load_state_dict`` let a resumed run continue with the same statistics.
 """
 
@@ -48,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from common.cost_weight import check_lambda
 from envs.cost_normalizer import CostNormalizer, percentile_linear
 
 __all__ = [
@@ -55,27 +58,10 @@ __all__ = [
     "CostAlignment",
     "CostNormalizer",
     "RewardShaper",
-    "check_cost_lambda",
     "percentile_linear",
 ]
 
 ALPHA_MODES = ("frozen", "window", "fixed")
-
-
-def check_cost_lambda(value: Any, name: str = "cost_lambda") -> float:
-    """``value`` as a float λ; the one check every λ entry point (config, env, shaper) shares.
-
-    Raises:
-        ValueError: ``"{name} must be a number >= 0"`` for a non-number, ``"{name} must be finite
-            and >= 0"`` for a negative, infinite or NaN value.
-    """
-    try:
-        lam = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}") from None
-    if not np.isfinite(lam) or lam < 0.0:
-        raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
-    return lam
 
 
 def _finite_task(r_task: float) -> float:
@@ -186,7 +172,6 @@ class RewardShaper:
     """Combine task score and raw cost into the episode reward ``r_task + λ·α·r_cost``.
 
     Args:
-        cost_lambda: λ >= 0, the weight of the cost term (0 = performance first).
         window: Window of the cost normaliser.
         low_pct: Lower percentile of the normaliser.
         high_pct: Upper percentile of the normaliser.
@@ -199,12 +184,11 @@ class RewardShaper:
         std_floor: Floor of the standard deviations in α.
 
     Raises:
-        ValueError: On a negative or non-finite λ (and bad normaliser/α settings).
+        ValueError: On bad normaliser/α settings.
     """
 
     def __init__(
         self,
-        cost_lambda: float = 0.0,
         window: int = 2000,
         low_pct: float = 5.0,
         high_pct: float = 95.0,
@@ -216,7 +200,6 @@ class RewardShaper:
         alpha_max: float = 100.0,
         std_floor: float = 1e-5,
     ) -> None:
-        self.cost_lambda = check_cost_lambda(cost_lambda)
         self.normalizer = CostNormalizer(window=window, low_pct=low_pct, high_pct=high_pct)
         self.alignment = CostAlignment(
             mode=alpha_mode,
@@ -232,9 +215,9 @@ class RewardShaper:
     def from_config(cls, cost_cfg: Mapping[str, Any]) -> RewardShaper:
         """Build from the ``cost`` section of the env config (see :mod:`envs.components`).
 
-        Recognised keys: ``lambda``, ``window``, ``low_pct``, ``high_pct`` and an ``alpha``
-        sub-dict with ``mode``, ``window``, ``warmup``, ``value``, ``min``, ``max``,
-        ``std_floor``. Other keys of the section (``unit``, ``include_answer_cost``) belong to
+        Recognised keys: ``window``, ``low_pct``, ``high_pct`` and an ``alpha`` sub-dict with
+        ``mode``, ``window``, ``warmup``, ``value``, ``min``, ``max``, ``std_floor``. Other keys
+        of the section (``lambda``/``lambdas``, ``unit``, ``include_answer_cost``) belong to
         other consumers and are ignored here.
 
         Raises:
@@ -246,7 +229,6 @@ class RewardShaper:
         if unknown:
             raise ValueError(f"cost.alpha: unknown keys {unknown}; known keys are {sorted(known)}")
         return cls(
-            cost_lambda=float(cost_cfg.get("lambda", 0.0)),
             window=int(cost_cfg.get("window", 2000)),
             low_pct=float(cost_cfg.get("low_pct", 5.0)),
             high_pct=float(cost_cfg.get("high_pct", 95.0)),
@@ -259,12 +241,7 @@ class RewardShaper:
             std_floor=float(a.get("std_floor", 1e-5)),
         )
 
-    def _lambda(self, cost_lambda: float | None) -> float:
-        return self.cost_lambda if cost_lambda is None else check_cost_lambda(cost_lambda)
-
-    def shape(
-        self, r_task: float, raw_cost: float, cost_lambda: float | None = None
-    ) -> tuple[float, dict[str, float]]:
+    def shape(self, r_task: float, raw_cost: float, cost_lambda: float) -> tuple[float, dict[str, float]]:
         """Reward for one finished episode; updates the cost window and the α history.
 
         The window and α do not depend on λ, so one shaper serves every λ of a λ-conditioned run.
@@ -272,7 +249,7 @@ class RewardShaper:
         Args:
             r_task: Task score (token F1 or judge score, in [0, 1]).
             raw_cost: Raw episode cost in the configured unit (>= 0).
-            cost_lambda: This episode's λ; None uses the shaper's own ``cost_lambda``.
+            cost_lambda: This episode's λ.
 
         Returns:
             ``(reward, terms)`` where ``terms`` holds ``r_task``, ``raw_cost``, ``cost_norm``
@@ -280,12 +257,12 @@ class RewardShaper:
             ``p_low``, ``p_high`` and ``reward``.
 
         Raises:
-            ValueError: On a non-finite task score or an invalid cost.
+            ValueError: On a non-finite task score, an invalid cost or λ.
         """
         rt = _finite_task(r_task)
+        lam = check_lambda(cost_lambda)
         c_hat, bounds = self.normalizer.normalise(raw_cost)
         r_cost = 1.0 - c_hat
-        lam = self._lambda(cost_lambda)
         alpha = self.alignment.update(rt, r_cost)
         cost_term = lam * alpha * r_cost
         reward = rt + cost_term
@@ -302,20 +279,20 @@ class RewardShaper:
         }
         return reward, terms
 
-    def evaluate(self, r_task: float, raw_cost: float, cost_lambda: float | None = None) -> float:
+    def evaluate(self, r_task: float, raw_cost: float, cost_lambda: float) -> float:
         """The reward this shaper would give now, without updating its window or α history.
 
         Used to score held-out (validation) episodes on the objective training optimises.
         Before any training episode (empty window) the cost term is 0. ``cost_lambda`` is the
-        λ to score at (None = the shaper's own).
+        λ to score at.
 
         Raises:
-            ValueError: On a non-finite task score or an invalid cost.
+            ValueError: On a non-finite task score, an invalid cost or λ.
         """
         rt, c = _finite_task(r_task), float(raw_cost)
         if not np.isfinite(c) or c < 0.0:  # checked here too: an empty window skips the normaliser
             raise ValueError(f"raw cost must be finite and >= 0, got {raw_cost!r}")
-        lam = self._lambda(cost_lambda)
+        lam = check_lambda(cost_lambda)
         if len(self.normalizer) == 0 or lam == 0.0:
             return rt
         c_hat, _ = self.normalizer.normalise(c, update=False)
@@ -325,14 +302,15 @@ class RewardShaper:
     def state_dict(self) -> dict[str, Any]:
         """Serializable state (normaliser window and α history)."""
         return {
-            "cost_lambda": self.cost_lambda,
             "normalizer": self.normalizer.state_dict(),
             "alignment": self.alignment.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore from :meth:`state_dict` (λ must match)."""
-        if float(state["cost_lambda"]) != self.cost_lambda:
-            raise ValueError(f"saved cost_lambda {state['cost_lambda']} != configured {self.cost_lambda}")
+        """Restore from :meth:`state_dict`.
+
+        Checkpoints written before the shaper stopped holding λ also carry ``cost_lambda``; it is
+        ignored (a resume with another λ is refused by the config hash, the config being λ's owner).
+        """
         self.normalizer.load_state_dict(state["normalizer"])
         self.alignment.load_state_dict(state["alignment"])

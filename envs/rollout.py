@@ -27,26 +27,34 @@ DecideFn = Callable[[np.ndarray, str], Tier]
 __all__ = ["DecideFn", "EpisodeRecord", "evaluate_policy", "run_episode", "summarize_records"]
 
 
-def run_episode(item: QuestionItem, decide: DecideFn, components: EnvComponents) -> EpisodeRecord:
+def run_episode(
+    item: QuestionItem, decide: DecideFn, components: EnvComponents, cost_lambda: float | None = None
+) -> EpisodeRecord:
     """Route one question with ``decide`` and return its record.
 
     Args:
         item: The question and its evidence.
-        decide: Called once per module with that module's observation and name.
+        decide: Called once per module with that module's observation and name; returns a ``Tier``.
         components: From :func:`envs.components.make_components`.
+        cost_lambda: The λ in the observations (the same weights route differently at each λ);
+            None = ``components.cost_weight.default``.
 
     Returns:
         The episode record (judge filled in when ``components.judge`` is set).
     """
-    ep = Episode(item, components)
+    ep = Episode(item, components, cost_lambda)
     while not ep.done:
         module = ep.module
-        ep.step(Tier.parse(decide(ep.observation(), module)))
+        ep.step(decide(ep.observation(), module))
     return ep.finish(run_judge=components.judge is not None)
 
 
 def evaluate_policy(
-    decide: DecideFn, items: Iterable[QuestionItem], components: EnvComponents, progress: bool = True
+    decide: DecideFn,
+    items: Iterable[QuestionItem],
+    components: EnvComponents,
+    progress: bool = True,
+    cost_lambda: float | None = None,
 ) -> list[EpisodeRecord]:
     """Run :func:`run_episode` over ``items`` in order.
 
@@ -55,6 +63,7 @@ def evaluate_policy(
         items: Question bank items.
         components: The env components.
         progress: Show a tqdm progress bar.
+        cost_lambda: The λ in the observations (None = ``components.cost_weight.default``).
 
     Returns:
         One record per item, in order.
@@ -65,7 +74,7 @@ def evaluate_policy(
     # One encoder batch for all queries is much faster than one call per episode (MiniLM on CPU).
     components.obs_builder.embed_many([it.question.question for it in items])
     return [
-        run_episode(item, decide, components)
+        run_episode(item, decide, components, cost_lambda)
         for item in tqdm(items, desc="evaluate", unit="q", disable=not progress)
     ]
 

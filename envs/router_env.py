@@ -9,11 +9,16 @@ the answer is generated and scored and the episode ends with
 ``reward = r_task + λ·α·r_cost`` (:mod:`envs.reward`). The terminal observation is the zero
 vector (no module is being decided).
 
-λ-conditioned runs: when the env has several λ values (``cost_lambdas``, from the config's
-``cost.lambdas``), every ``reset`` draws one of them uniformly from ``np_random``; the episode
-shows it to the router (the ``cost_lambda`` observation scalar) and the terminal reward uses it.
-One router then learns the whole cost-quality trade-off in one run instead of one run per λ.
-``reset(options={"cost_lambda": x})`` runs the episode at ``x`` instead (any λ >= 0).
+λ: every ``reset`` asks the components' :class:`common.cost_weight.CostWeight` for the
+episode's λ (:meth:`~common.cost_weight.CostWeight.sample` with ``np_random``): the single
+``cost.lambda``, or, in a λ-conditioned run (``cost.lambdas``), one of the λ values drawn
+uniformly. The episode shows it to the router (the ``cost_lambda`` observation scalar) and the
+terminal reward uses it. One router then learns the whole cost-quality trade-off in one run
+instead of one run per λ. ``reset(options={"cost_lambda": x})`` runs the episode at ``x``
+instead (any λ >= 0).
+
+The action is checked once, here, against ``action_space`` and turned into a
+:class:`modules.tier.Tier`; the episode, pipeline and modules below take typed tiers.
 
 Question order: a permutation of the bank drawn from the env's ``np_random``; when it is used
 up a new permutation is drawn (a new epoch). ``reset(seed=s)`` reseeds and restarts the order,
@@ -36,8 +41,9 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from common.cost_weight import check_lambda
 from envs.episode import TASK_METRICS, Episode, EpisodeRecord
-from envs.reward import RewardShaper, check_cost_lambda
+from envs.reward import RewardShaper
 from modules.tier import Tier
 
 if TYPE_CHECKING:
@@ -56,12 +62,9 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         seed: Seed of the question order (None = nondeterministic until ``reset(seed=...)``).
         include_answer_cost: Add the answer-generation cost to the cost the reward sees;
             None uses ``components.include_answer_cost``.
-        cost_lambdas: λ values to draw one of per episode (a λ-conditioned run); None uses
-            ``components.cost_lambdas``; empty = every episode at the shaper's λ.
 
     Raises:
-        ValueError: On an empty bank, an unknown metric, ``"judge"`` without a judge, or a
-            negative or non-finite λ in ``cost_lambdas``.
+        ValueError: On an empty bank, an unknown metric or ``"judge"`` without a judge.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's documented class attribute
@@ -75,7 +78,6 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         seed: int | None = None,
         *,
         include_answer_cost: bool | None = None,
-        cost_lambdas: Sequence[float] | None = None,
     ) -> None:
         super().__init__()
         if not items:
@@ -93,11 +95,6 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         self.include_answer_cost = (
             components.include_answer_cost if include_answer_cost is None else bool(include_answer_cost)
         )
-        lams = components.cost_lambdas if cost_lambdas is None else cost_lambdas
-        self.cost_lambdas = tuple(check_cost_lambda(x, "cost_lambdas") for x in lams)
-        # The running episode's λ; None = the single-λ run's (components for the observation,
-        # the shaper for the reward, both from cost.lambda).
-        self.episode_lambda: float | None = None
         self.spec_obs = components.obs_builder.spec
         self.observation_space = self.spec_obs.space()
         self.action_space = gym.spaces.Discrete(len(Tier))
@@ -138,9 +135,8 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         else:
             idx = self._next_index()
         self._item_index = idx
-        self.episode_lambda = self._episode_lambda(options)
         item = self.items[idx]
-        self._episode = Episode(item, self.components, cost_lambda=self.episode_lambda)
+        self._episode = Episode(item, self.components, cost_lambda=self._episode_lambda(options))
         obs = self._episode.observation()
         info = {
             "question_id": item.question.question_id,
@@ -156,20 +152,19 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         ep = self._episode
         if ep is None or ep.done:
             raise RuntimeError("MemoryRouterEnv.step() called without an active episode: call reset() first")
-        tier = self._parse_action(action)
+        tier = self._tier(action)
         out = ep.step(tier)
         info: dict[str, Any] = {
             "module": str(out.module),
-            "tier": Tier(out.tier).name,
+            "tier": tier.name,
             "step_cost": out.cost.value,
         }
         if not ep.done:
             return ep.observation(), 0.0, False, False, info
         record = ep.finish(run_judge=self.task_metric == "judge")
         raw_cost = episode_cost(record, self.include_answer_cost)
-        reward, terms = self.reward_shaper.shape(
-            record.task_score(self.task_metric), raw_cost, cost_lambda=self.episode_lambda
-        )
+        task = record.task_score(self.task_metric)
+        reward, terms = self.reward_shaper.shape(task, raw_cost, ep.cost_lambda)
         record = _with_reward(record, reward)
         self.episodes_done += 1
         info.update(terminal_info(record, terms, raw_cost))
@@ -177,25 +172,22 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         self._episode = None
         return self.components.obs_builder.terminal(), float(reward), True, False, info
 
-    def _episode_lambda(self, options: dict[str, Any]) -> float | None:
+    def _episode_lambda(self, options: dict[str, Any]) -> float:
         if "cost_lambda" in options:
             value = options["cost_lambda"]
-            return check_cost_lambda(value, f"reset option cost_lambda={value!r}:")
-        if self.cost_lambdas:
-            # Drawn after the question so a single-λ run's question order is the same as before.
-            return self.cost_lambdas[int(self.np_random.integers(len(self.cost_lambdas)))]
-        return None
+            return check_lambda(value, f"reset option cost_lambda={value!r}:")
+        # Drawn after the question, so the question order is the one of a run without λ draws.
+        return self.components.cost_weight.sample(self.np_random)
 
-    def _parse_action(self, action: Any) -> Tier:
-        arr = np.asarray(action)
-        if arr.size != 1 or (
-            not np.issubdtype(arr.dtype, np.integer) and not np.issubdtype(arr.dtype, np.floating)
-        ):
-            raise ValueError(f"action must be one integer in {{0, 1, 2}}, got {action!r}")
-        value = arr.reshape(()).item()
-        if float(value) != int(value) or not self.action_space.contains(np.int64(int(value))):
-            raise ValueError(f"action must be one of 0 (LOW), 1 (MID), 2 (HIGH), got {action!r}")
-        return Tier(int(value))
+    def _tier(self, action: Any) -> Tier:
+        # The one place an action is checked: the episode, pipeline and modules below take a Tier.
+        # As Gymnasium's CartPole does, the action space decides what is valid (an int or a 0-d
+        # integer array in range); a clear error instead of an assert, which python -O would drop.
+        if not self.action_space.contains(action):
+            raise ValueError(
+                f"action must be an integer in {self.action_space} (0 LOW, 1 MID, 2 HIGH), got {action!r}"
+            )
+        return Tier(int(action))
 
     # ------------------------------------------------------------------ resume support
     def state_dict(self) -> dict[str, Any]:

@@ -15,7 +15,6 @@ were already cached.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import re
@@ -215,14 +214,11 @@ def evaluate_run(
     if todo:
         if run.check is not None:
             run.check(components)
-        comps = components
-        if run.cost_lambda is not None and run.cost_lambda != getattr(components, "cost_lambda", None):
-            comps = dataclasses.replace(components, cost_lambda=float(run.cost_lambda))
 
         commit = git_commit()
         pending: list[dict[str, Any]] = []
         for it in tqdm(todo, desc=desc or run.run_id, unit="q", disable=not progress):
-            rec = run_episode(it, run.decide_for(it), comps).to_dict()
+            rec = run_episode(it, run.decide_for(it), components, run.cost_lambda).to_dict()
             rec["run_id"] = run.run_id
             # Records outlive code changes the version tags miss: keep the commit that made each one.
             rec["git_commit"] = commit

@@ -101,7 +101,7 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
                 seed=int(seed) if isinstance(seed, int) else None,
                 check=router.check_components,
             )
-            params = {"cost_lambda": lam, "checkpoints": [], "conditioned": bool(router.cost_lambdas)}
+            params = {"cost_lambda": lam, "checkpoints": [], "conditioned": router.cost_weight.conditioned}
             spec = groups.setdefault(name, SystemSpec(name, "router", [], params))
             spec.runs.append(run)
             spec.params["checkpoints"].append(str(path))
@@ -129,8 +129,8 @@ def _router_points(
     trained on, named apart (``λ-cond router λ=…``) so it never merges with separately trained
     routers of the same λ.
     """
-    if router.cost_lambdas:
-        return [(f"λ-cond router λ={lam:g}", lam) for lam in router.cost_lambdas]
+    if router.cost_weight.conditioned:
+        return [(f"λ-cond router λ={lam:g}", lam) for lam in router.cost_weight.choices]
     lam = meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
     return [(f"router λ={float(lam):g}" if lam is not None else f"router {path.name}", lam)]
 

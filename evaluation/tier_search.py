@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from modules.tier import MODULE_ORDER, Tier
+from modules.tier import MODULE_ORDER, Tier, parse_tiers
 
 TierTuple = tuple[Tier, ...]
 #: ``evaluate(tiers) -> (quality, cost)`` on the validation split.
@@ -31,23 +31,6 @@ Evaluator = Callable[[TierTuple], tuple[float, float]]
 ALL_LOW: TierTuple = (Tier.LOW,) * len(MODULE_ORDER)
 ALL_HIGH: TierTuple = (Tier.HIGH,) * len(MODULE_ORDER)
 SEARCH_METHODS: tuple[str, ...] = ("greedy", "exhaustive", "candidates")
-
-
-def parse_tiers(spec: str | Sequence[int | str | Tier]) -> TierTuple:
-    """Parse ``"L,M,H,M,L"`` (or ``"low,mid,..."``, or a sequence) into one tier per module.
-
-    Raises:
-        ValueError: If the count is not one per module or an entry is not a tier.
-    """
-    parts = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec)
-    if len(parts) != len(MODULE_ORDER):
-        raise ValueError(
-            f"tier tuple {spec!r} has {len(parts)} tiers, expected {len(MODULE_ORDER)} ({MODULE_ORDER})"
-        )
-    letters = {"L": Tier.LOW, "M": Tier.MID, "H": Tier.HIGH}
-    return tuple(
-        letters[p.upper()] if isinstance(p, str) and p.upper() in letters else Tier.parse(p) for p in parts
-    )
 
 
 def tiers_label(tiers: Sequence[Tier]) -> str:

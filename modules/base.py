@@ -163,14 +163,13 @@ class Module:
         self.strategy = strategy
         self._tiers = dict(tiers)
 
-    def run(self, inp: ModuleInput, tier: Tier | int | str) -> ModuleOutput:
+    def run(self, inp: ModuleInput, tier: Tier) -> ModuleOutput:
         """Run the tier's implementation on ``inp`` (empty input short-circuits, see module doc)."""
-        t = Tier.parse(tier)
         if inp.module != self.name:
             raise ValueError(f"module {self.name!r} was given the input of module {inp.module!r}")
         if inp.is_empty:
-            return empty_output(inp, t)
-        return self._tiers[t](inp)
+            return empty_output(inp, tier)
+        return self._tiers[tier](inp)
 
     def __repr__(self) -> str:
         return f"Module({self.name!r}, strategy={self.strategy!r})"

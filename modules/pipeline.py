@@ -145,15 +145,14 @@ class PipelineRun:
             return rel if rel else render_evidence(inp.evidence)
         return render_evidence(inp.evidence)
 
-    def step(self, tier: Tier | int | str) -> ModuleOutput:
-        """Run the next module at ``tier`` and record its output.
+    def step(self, tier: Tier) -> ModuleOutput:
+        """Run the next module at ``tier`` (parsed by the caller: ``Tier.parse`` for user input).
 
         Raises:
             RuntimeError: The run is done.
-            ValueError: ``tier`` is not a tier.
         """
         inp = self.current_input()
-        out = self.pipeline.modules[inp.module].run(inp, Tier.parse(tier))
+        out = self.pipeline.modules[inp.module].run(inp, tier)
         if inp.module == "filter":
             self.filtered = tuple(out.value)
         elif inp.module in RELATION_MODULES:
@@ -210,7 +209,7 @@ class Pipeline:
         self,
         query: str,
         evidence: Sequence[Evidence],
-        tiers: Sequence[Tier | int | str],
+        tiers: Sequence[Tier],
         question_date: str | None = None,
     ) -> PipelineResult:
         """Run all five modules with ``tiers`` (one per module, in :data:`MODULE_ORDER`).

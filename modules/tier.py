@@ -1,7 +1,14 @@
-"""Budget tiers: how much compute a module may spend on one query."""
+"""Budget tiers: how much compute a module may spend on one query.
+
+This module owns the tier: :meth:`Tier.parse` and :func:`parse_tiers` are the one place where
+user input (config values, CLI strings such as ``"L,M,H,M,L"``, saved records) becomes a
+:class:`Tier`. The env turns its integer action into a ``Tier`` at its boundary
+(``envs.router_env``); below it (episode, pipeline, modules) only typed ``Tier`` values flow.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 
 
@@ -14,7 +21,7 @@ class Tier(IntEnum):
 
     @classmethod
     def parse(cls, value: int | str | Tier) -> Tier:
-        """Parse ``0/1/2``, ``"low"/"mid"/"high"`` (any case) or a ``Tier``.
+        """Parse ``0/1/2``, ``"low"/"mid"/"high"``, ``"L"/"M"/"H"`` (any case, spaces ignored) or a ``Tier``.
 
         Raises:
             ValueError: For anything else, naming the value.
@@ -25,12 +32,31 @@ class Tier(IntEnum):
             key = value.strip().upper()
             if key in cls.__members__:
                 return cls[key]
+            if key in _LETTERS:
+                return _LETTERS[key]
             if key.isdigit():
                 value = int(key)
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2:
             return cls(value)
-        raise ValueError(f"unknown tier {value!r}: expected one of LOW/MID/HIGH or 0/1/2")
+        raise ValueError(f"unknown tier {value!r}: expected one of LOW/MID/HIGH, L/M/H or 0/1/2")
 
+
+#: One-letter spellings (``fixed:L,M,H,M,L`` baselines, tier-tuple CLIs).
+_LETTERS: dict[str, Tier] = {t.name[0]: t for t in Tier}
 
 #: The order in which the pipeline runs its modules and the router decides.
 MODULE_ORDER: tuple[str, ...] = ("filter", "entity", "temporal", "topic", "summary")
+
+
+def parse_tiers(spec: str | Sequence[int | str | Tier]) -> tuple[Tier, ...]:
+    """Parse ``"L,M,H,M,L"`` (or ``"low,mid,..."``, or a sequence) into one tier per module.
+
+    Raises:
+        ValueError: If the count is not one per module in ``MODULE_ORDER`` or an entry is not a tier.
+    """
+    parts = [p.strip() for p in spec.split(",")] if isinstance(spec, str) else list(spec)
+    if len(parts) != len(MODULE_ORDER):
+        raise ValueError(
+            f"tier tuple {spec!r} has {len(parts)} tiers, expected {len(MODULE_ORDER)} ({MODULE_ORDER})"
+        )
+    return tuple(Tier.parse(p) for p in parts)

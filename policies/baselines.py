@@ -30,16 +30,6 @@ def _module_index(module: str) -> int:
         raise ValueError(f"unknown module {module!r}; expected one of {MODULE_ORDER}") from None
 
 
-_SHORT = {"L": Tier.LOW, "M": Tier.MID, "H": Tier.HIGH}
-
-
-def parse_tier(value: str | int | Tier) -> Tier:
-    """Parse a tier, also accepting the one-letter forms ``L``/``M``/``H``."""
-    if isinstance(value, str) and value.strip().upper() in _SHORT:
-        return _SHORT[value.strip().upper()]
-    return Tier.parse(value)
-
-
 class FixedTierPolicy:
     """Always the same tier per module.
 
@@ -52,7 +42,7 @@ class FixedTierPolicy:
 
     def __init__(self, tiers: Tier | int | str | Sequence[Tier | int | str]) -> None:
         if isinstance(tiers, (Tier, int, str)):
-            self.tiers = (parse_tier(tiers),) * len(MODULE_ORDER)
+            self.tiers = (Tier.parse(tiers),) * len(MODULE_ORDER)
         else:
             items = list(tiers)
             if len(items) != len(MODULE_ORDER):
@@ -60,7 +50,7 @@ class FixedTierPolicy:
                     f"FixedTierPolicy needs {len(MODULE_ORDER)} tiers (one per module {MODULE_ORDER}), "
                     f"got {len(items)}: {items!r}"
                 )
-            self.tiers = tuple(parse_tier(t) for t in items)
+            self.tiers = tuple(Tier.parse(t) for t in items)
 
     @property
     def name(self) -> str:

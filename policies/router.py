@@ -1,8 +1,8 @@
 """Load an exported router and route queries with it: no stable-baselines3, no training code.
 
-This module imports only the standard library, numpy, torch and ``policies.network`` (itself
-torch-only) at import time. ``route`` additionally uses the env components passed to it
-(pipeline, encoder, observation builder); it never imports them itself.
+This module imports only the standard library, numpy, torch, ``common.cost_weight`` and
+``policies.network`` (itself torch-only) at import time. ``route`` additionally uses the env
+components passed to it (pipeline, encoder, observation builder); it never imports them itself.
 
     router = Router.load("runs/locomo__implementation__lam0.1__s0/router")
     tiers = [router.decide(obs, module) ...]          # inside an env/rollout
@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from common.cost_weight import CostWeight
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
 
@@ -85,6 +86,10 @@ class Router:
     Args:
         actor: The actor network (trunk + actor MLP + action head).
         metadata: The checkpoint's metadata (see ``policies.export``).
+
+    Attributes:
+        cost_weight: The λ (or λ set) the router was trained with, from the metadata; it checks
+            the λ :meth:`route` is asked to route at.
     """
 
     def __init__(self, actor: RouterActor, metadata: Mapping[str, Any]) -> None:
@@ -93,6 +98,7 @@ class Router:
         self.module_order: tuple[str, ...] = tuple(self.metadata.get("module_order", MODULE_ORDER))
         self._index = {m: i for i, m in enumerate(self.module_order)}
         self.layout = actor.config.layout
+        self.cost_weight = CostWeight.from_metadata(self.metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Router:
@@ -177,47 +183,6 @@ class Router:
     # A whole pipeline run
     # ---------------------------------------------------------------------------------------
 
-    @property
-    def cost_lambdas(self) -> tuple[float, ...]:
-        """The λ values of a λ-conditioned router (``()`` for a router trained at one λ)."""
-        return tuple(float(x) for x in self.metadata.get("cost_lambdas") or ())
-
-    def resolve_lambda(self, cost_lambda: float | None) -> float:
-        """The λ to put in the observation.
-
-        A single-λ router defaults to the λ it was trained with. A λ-conditioned router needs
-        ``cost_lambda`` and accepts any value between its smallest and largest trained λ (it
-        interpolates between them; beyond them it would extrapolate, which nothing validated).
-
-        Raises:
-            ValueError: If a λ-conditioned router gets no λ or one outside its trained range, a
-                single-λ router another λ than its own, or the value is negative or not finite.
-        """
-        lams = self.cost_lambdas
-        trained = float(self.metadata.get("cost_lambda", 0.0))
-        if cost_lambda is None:
-            if lams:
-                raise ValueError(
-                    f"this router is λ-conditioned over {list(lams)}: "
-                    "pass cost_lambda (the cost weight to route at)"
-                )
-            return trained
-        lam = float(cost_lambda)
-        if not np.isfinite(lam) or lam < 0:
-            raise ValueError(f"cost_lambda must be finite and >= 0, got {cost_lambda!r}")
-        if not lams and lam != trained:
-            # λ is an observation scalar, but this router only ever saw one value of it.
-            raise ValueError(
-                f"this router was trained at the single λ={trained:g}; it cannot route at "
-                f"cost_lambda={lam:g} (omit cost_lambda, or train a λ-conditioned router with cost.lambdas)"
-            )
-        if lams and not min(lams) <= lam <= max(lams):
-            raise ValueError(
-                f"cost_lambda={lam:g} is outside the range this λ-conditioned router was trained on "
-                f"[{min(lams):g}, {max(lams):g}]"
-            )
-        return lam
-
     def check_components(self, components: Any) -> None:
         """Refuse components whose observation layout or encoder differ from the checkpoint's.
 
@@ -255,14 +220,14 @@ class Router:
             components: ``envs.components.EnvComponents`` (pipeline, encoder, obs_builder).
             question_date: Optional date of the question (temporal module).
             cost_lambda: λ fed to the observation; defaults to the λ the router was trained
-                with (required for a λ-conditioned router, see :meth:`resolve_lambda`).
+                with (required for a λ-conditioned router, see ``CostWeight.for_routing``).
 
         Returns:
             The chosen tiers and the pipeline result.
 
         Raises:
             ValueError: An empty question or no evidence (nothing to route), or a λ the router
-                cannot route at (:meth:`resolve_lambda`).
+                cannot route at (``CostWeight.for_routing``).
         """
         if not str(query or "").strip():
             raise ValueError("Router.route: the question is empty; there is nothing to route")
@@ -272,7 +237,7 @@ class Router:
                 "(the modules would only see an empty input)"
             )
         self.check_components(components)
-        lam = self.resolve_lambda(cost_lambda)
+        lam = self.cost_weight.for_routing(cost_lambda)
         builder = components.obs_builder
         spec = builder.spec
         query_emb = builder.embed(query)

@@ -33,15 +33,15 @@ def _train(lams: tuple[float, ...], seed: int, timesteps: int, n_items: int) -> 
     import torch
     from stable_baselines3 import PPO
 
+    from common.cost_weight import CostWeight
     from envs.fakes import make_fake_bank, make_fake_components
     from envs.reward import RewardShaper
     from envs.router_env import MemoryRouterEnv
 
     torch.manual_seed(seed)
     items = make_fake_bank(n_items)
-    comps = make_fake_components(cost_lambda=lams[0])
-    shaper = RewardShaper(cost_lambda=lams[0], alpha_warmup=200)
-    env = MemoryRouterEnv(items, comps, shaper, seed=seed, cost_lambdas=lams if len(lams) > 1 else ())
+    comps = make_fake_components(cost_weight=CostWeight(lams[0], lams if len(lams) > 1 else ()))
+    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=seed)
     model = PPO("MlpPolicy", env, n_steps=250, batch_size=50, n_epochs=8, learning_rate=3e-3, gamma=1.0,
                 gae_lambda=1.0, ent_coef=0.0, seed=seed, device="cpu", policy_kwargs={"net_arch": [64, 64]})
     model.learn(total_timesteps=timesteps)
@@ -49,8 +49,6 @@ def _train(lams: tuple[float, ...], seed: int, timesteps: int, n_items: int) -> 
 
 
 def _evaluate(model: Any, items: Any, comps: Any, lam: float) -> dict[str, float]:
-    import dataclasses
-
     from envs.fakes import OPTIMAL_TIERS, question_type
     from envs.rollout import evaluate_policy, summarize_records
     from modules.tier import Tier
@@ -58,7 +56,7 @@ def _evaluate(model: Any, items: Any, comps: Any, lam: float) -> dict[str, float
     def decide(obs: np.ndarray, module: str) -> Tier:
         return Tier(int(model.predict(obs, deterministic=True)[0]))
 
-    records = evaluate_policy(decide, items, dataclasses.replace(comps, cost_lambda=lam), progress=False)
+    records = evaluate_policy(decide, items, comps, progress=False, cost_lambda=lam)
     overall = summarize_records(records)["overall"]
     cheapest = [
         chosen == best

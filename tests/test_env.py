@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import envs
+from common.cost_weight import CostWeight
 from envs.fakes import OPTIMAL_TIERS, TIER_COSTS, make_fake_bank, make_fake_components, question_type
 from envs.observation import DEFAULT_SCALARS, ObservationBuilder, ObservationSpec
 from envs.reward import RewardShaper
@@ -18,8 +19,8 @@ from modules.tier import MODULE_ORDER, Tier
 
 
 def make_env(lam: float = 0.3, seed: int | None = 0, cache=None, **kw) -> MemoryRouterEnv:
-    comps = make_fake_components(cost_lambda=lam, cache=cache, **kw)
-    return MemoryRouterEnv(make_fake_bank(4), comps, RewardShaper(cost_lambda=lam), seed=seed)
+    comps = make_fake_components(cost_weight=CostWeight(lam), cache=cache, **kw)
+    return MemoryRouterEnv(make_fake_bank(4), comps, RewardShaper(), seed=seed)
 
 
 def test_gymnasium_env_checker():
@@ -147,8 +148,8 @@ def test_terminal_info_contents(tmp_path):
 
 
 def test_include_answer_cost_option():
-    comps = make_fake_components(cost_lambda=0.5, include_answer_cost=True)
-    env = MemoryRouterEnv(make_fake_bank(2), comps, RewardShaper(cost_lambda=0.5), seed=0)
+    comps = make_fake_components(cost_weight=CostWeight(0.5), include_answer_cost=True)
+    env = MemoryRouterEnv(make_fake_bank(2), comps, RewardShaper(), seed=0)
     _, info = run_fixed(env, [Tier.MID] * 5)
     assert info["cost"]["reward_cost"] == pytest.approx(info["cost"]["total"])
     assert info["cost"]["reward_cost"] > info["cost"]["module"]
@@ -205,8 +206,9 @@ def test_determinism_same_seed_warm_cache(tmp_path):
 def test_bad_actions_and_args():
     env = make_env()
     env.reset(seed=0)
-    for bad in (3, -1, 1.5, "HIGH", [0, 1]):
-        with pytest.raises(ValueError, match="action"):
+    # The action is checked once, at the env boundary, against the action space (as in CartPole).
+    for bad in (3, -1, 1.5, 2.0, "HIGH", Tier.HIGH.name, [0, 1], np.array([1]), np.float32(1), None):
+        with pytest.raises(ValueError, match=r"action must be an integer in Discrete\(3\)"):
             env.step(bad)
     env.step(np.int64(2))  # numpy scalars are fine
     env.step(np.array(1))

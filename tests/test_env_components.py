@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from common.cost_weight import CostWeight
 from envs.bank_config import memory_config_from
 from envs.components import ConfigError, make_components
 
@@ -35,7 +36,7 @@ def cfg_with(**changes):
 def test_make_components_builds_real_parts():
     comps = make_components(BASE)
     try:
-        assert comps.benchmark == "locomo" and comps.cost_lambda == 0.1
+        assert comps.benchmark == "locomo" and comps.cost_weight == CostWeight(0.1)
         assert comps.obs_builder.spec.embed_dim == comps.encoder.dim == 384
         assert type(comps.pipeline).__name__ == "Pipeline"
         assert type(comps.answerer).__name__ == "AnswerGenerator"

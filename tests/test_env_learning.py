@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.cost_weight import CostWeight
 from envs.fakes import OPTIMAL_TIERS, make_fake_bank, make_fake_components, question_type
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy, summarize_records
@@ -21,8 +22,8 @@ def test_ppo_learns_cost_aware_routing():
     torch.manual_seed(0)
     lam = 0.5
     items = make_fake_bank(6)
-    comps = make_fake_components(cost_lambda=lam)
-    env = MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=lam, alpha_warmup=200), seed=0)
+    comps = make_fake_components(cost_weight=CostWeight(lam))
+    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=0)
     # gamma = gae_lambda = 1: the only reward is terminal, so every decision gets the episode return.
     # With these settings seeds 0-3 reached 100%, 97.8%, 94.4% and 92.2% optimal actions (measured);
     # the weak spot is LOW vs MID on modules that do not matter, where only the cost term differs.
@@ -84,9 +85,9 @@ def test_ppo_learns_cost_aware_routing():
 @pytest.mark.parametrize("lam", [0.0])
 def test_lambda_zero_has_no_cost_pressure(lam):
     """With λ = 0 any tier combination that answers correctly gets the same reward."""
-    comps = make_fake_components(cost_lambda=lam)
+    comps = make_fake_components(cost_weight=CostWeight(lam))
     items = make_fake_bank(1)
-    env = MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=lam), seed=0)
+    env = MemoryRouterEnv(items, comps, RewardShaper(), seed=0)
     idx = next(i for i, it in enumerate(items) if question_type(it.question.question) == "who")
     rewards = []
     for tiers in (OPTIMAL_TIERS["who"], (Tier.HIGH,) * 5):

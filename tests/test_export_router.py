@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from common.cost_weight import CostWeight
 from envs.fakes import make_fake_bank, make_fake_components
 from envs.reward import RewardShaper
 from envs.rollout import run_episode
@@ -34,8 +35,8 @@ def trained():
 
     torch.set_num_threads(1)
     items = make_fake_bank(3)
-    comps = make_fake_components(cost_lambda=0.3)
-    env = MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=0.3), seed=0)
+    comps = make_fake_components(cost_weight=CostWeight(0.3))
+    env = MemoryRouterEnv(items, comps, RewardShaper(), seed=0)
     kwargs = router_policy_kwargs(
         comps.obs_builder.spec, hidden=32, latent=32, pi_layers=[16], vf_layers=[16]
     )

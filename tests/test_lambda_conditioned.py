@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from envs.components import ConfigError, parse_cost_lambdas
+from common.config_error import ConfigError
+from common.cost_weight import CostWeight
 from envs.fakes import make_fake_bank, make_fake_components
 from envs.reward import RewardShaper
 from envs.router_env import MemoryRouterEnv
@@ -28,9 +29,8 @@ LAMS = (0.0, 0.5, 0.9)
 
 
 def _env(lams=LAMS, seed=0, shaper_lam=0.0) -> MemoryRouterEnv:
-    comps = make_fake_components(cost_lambda=shaper_lam)
-    return MemoryRouterEnv(make_fake_bank(3), comps, RewardShaper(cost_lambda=shaper_lam), seed=seed,
-                           cost_lambdas=lams)
+    comps = make_fake_components(cost_weight=CostWeight(shaper_lam, lams))
+    return MemoryRouterEnv(make_fake_bank(3), comps, RewardShaper(), seed=seed)
 
 
 def _episode(env: MemoryRouterEnv, tier: Tier = Tier.HIGH, **reset_kw):
@@ -46,6 +46,9 @@ def _episode(env: MemoryRouterEnv, tier: Tier = Tier.HIGH, **reset_kw):
 
 # ------------------------------------------------------------------ config
 def test_parse_cost_lambdas_accepts_lists_and_names_bad_values():
+    def parse_cost_lambdas(value):
+        return CostWeight.from_config({"lambdas": value}).choices
+
     assert parse_cost_lambdas(None) == ()
     assert parse_cost_lambdas([0.9, 0, "0.1"]) == (0.0, 0.1, 0.9)
     for bad, match in [
@@ -109,10 +112,9 @@ def test_reset_option_sets_lambda_and_single_lambda_env_is_unchanged():
     with pytest.raises(ValueError, match="cost_lambda=-1"):
         env.reset(options={"cost_lambda": -1})
     single = _env(lams=(), shaper_lam=0.3)
-    single.components.cost_lambda = 0.3
     _, info0, _, info = _episode(single)
     assert info0["cost_lambda"] == info["reward_terms"]["cost_lambda"] == 0.3
-    with pytest.raises(ValueError, match="cost_lambdas must be finite"):
+    with pytest.raises(ValueError, match=r"cost_lambdas\[1\] must be finite"):
         _env(lams=(0.0, -0.5))
 
 
@@ -125,10 +127,10 @@ def test_conditioned_env_passes_the_gymnasium_checker():
 
 
 def test_shaper_scores_at_the_given_lambda():
-    shaper = RewardShaper(cost_lambda=0.2)
+    shaper = RewardShaper()
     for c in (1.0, 5.0, 9.0, 2.0):
-        shaper.shape(0.5, c)
-    base = shaper.evaluate(0.5, 3.0)
+        shaper.shape(0.5, c, 0.2)
+    base = shaper.evaluate(0.5, 3.0, cost_lambda=0.2)
     assert shaper.evaluate(0.5, 3.0, cost_lambda=0.0) == 0.5
     doubled = shaper.evaluate(0.5, 3.0, cost_lambda=0.4)
     assert doubled - 0.5 == pytest.approx(2 * (base - 0.5))
@@ -164,12 +166,12 @@ def _export_conditioned(tmp_path, lams=LAMS):
 def test_conditioned_router_needs_a_lambda_inside_its_range(tmp_path):
     path, comps = _export_conditioned(tmp_path)
     router = Router.load(path)
-    assert router.cost_lambdas == LAMS
+    assert router.cost_weight == CostWeight(0.0, LAMS)
     with pytest.raises(ValueError, match="λ-conditioned over"):
-        router.resolve_lambda(None)
+        router.cost_weight.for_routing(None)
     with pytest.raises(ValueError, match="outside the range"):
-        router.resolve_lambda(1.5)
-    assert router.resolve_lambda(0.25) == 0.25  # between trained values: allowed
+        router.cost_weight.for_routing(1.5)
+    assert router.cost_weight.for_routing(0.25) == 0.25  # between trained values: allowed
     item = make_fake_bank(1)[0]
     result = router.route(item.question.question, item.evidence, comps, cost_lambda=0.5)
     assert len(result.tiers) == 5
@@ -213,7 +215,7 @@ def test_training_run_validates_and_exports_at_every_lambda(tmp_path):
     records = json.loads((run / "validation_records_best.json").read_text())
     assert sorted({r["cost_lambda"] for r in records}) == [0.0, 0.9]
     assert len(records) == 2 * result["n_val_questions"]
-    assert Router.load(run / "router").cost_lambdas == (0.0, 0.9)
+    assert Router.load(run / "router").cost_weight.choices == (0.0, 0.9)
     assert "Best router at each λ" in (run / "validation.md").read_text()
     assert "val/lam0.9/f1" in (run / "progress.csv").read_text().splitlines()[0]
 
@@ -234,8 +236,8 @@ def test_one_conditioned_router_learns_both_ends_of_the_tradeoff(seed):
 
     torch.manual_seed(seed)
     items = make_fake_bank(6)
-    comps = make_fake_components()
-    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=seed, cost_lambdas=(0.0, 4.0))
+    comps = make_fake_components(cost_weight=CostWeight(0.0, (0.0, 4.0)))
+    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=seed)
     model = PPO("MlpPolicy", env, n_steps=250, batch_size=50, n_epochs=8, learning_rate=3e-3, gamma=1.0,
                 gae_lambda=1.0, ent_coef=0.0, seed=seed, device="cpu", policy_kwargs={"net_arch": [64, 64]})
     model.learn(total_timesteps=12000)
@@ -245,8 +247,9 @@ def test_one_conditioned_router_learns_both_ends_of_the_tradeoff(seed):
 
     out = {}
     for lam in (0.0, 4.0):
-        comps.cost_lambda = lam
-        out[lam] = summarize_records(evaluate_policy(decide, items, comps, progress=False))["overall"]
+        out[lam] = summarize_records(evaluate_policy(decide, items, comps, progress=False, cost_lambda=lam))[
+            "overall"
+        ]
     print({lam: (round(s["f1"], 3), round(s["module_cost"], 2)) for lam, s in out.items()})
     assert out[0.0]["f1"] >= 0.9
     assert out[4.0]["module_cost"] < 0.5 * out[0.0]["module_cost"]

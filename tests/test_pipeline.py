@@ -10,7 +10,7 @@ from modules.cost import Cost
 from modules.local_tier import LRU
 from modules.pipeline import build_pipeline
 from modules.pricing import CostModel
-from modules.tier import MODULE_ORDER, Tier
+from modules.tier import MODULE_ORDER, Tier, parse_tiers
 from modules.types import Evidence
 
 TS = "1:56 pm on 8 May, 2023"
@@ -51,9 +51,9 @@ def test_stepwise_inputs_follow_the_dag():
     assert run.next_module == "entity"
     filtered_text = run.current_input_text()
     assert "support group" in filtered_text and "camping" not in filtered_text  # filtered evidence
-    run.step("MID")
+    run.step(Tier.MID)
     assert run.current_input_text() == filtered_text  # temporal reads the same filtered evidence
-    run.step(1)
+    run.step(Tier.MID)
     run.step(Tier.HIGH)
     assert run.next_module == "summary"
     summary_input = run.current_input_text()  # the relations extracted so far
@@ -160,8 +160,12 @@ def test_bad_arguments_have_clear_errors():
     pipe = _pipe()
     with pytest.raises(ValueError, match="need 5 tiers"):
         pipe.run(Q, EV, [Tier.LOW])
-    with pytest.raises(ValueError, match="unknown tier"):
-        pipe.run(Q, EV, ["LOW"] * 4 + ["ULTRA"])
+    # User spellings of tiers are parsed once, by the tier's owner (the pipeline takes Tier values).
+    with pytest.raises(ValueError, match="unknown tier 'ULTRA'"):
+        parse_tiers("LOW,L,mid,2,ULTRA")
+    assert parse_tiers("LOW,l,mid,2,H") == (Tier.LOW, Tier.LOW, Tier.MID, Tier.HIGH, Tier.HIGH)
+    with pytest.raises(ValueError, match="has 4 tiers, expected 5"):
+        parse_tiers("L,M,H,M")
     with pytest.raises(TypeError, match=r"evidence\[1\]"):
         pipe.begin(Q, [EV[0], "raw text"])
     with pytest.raises(KeyError, match="unknown tiering strategy"):

@@ -8,7 +8,7 @@ import pytest
 from envs.fakes import make_fake_bank, make_fake_components
 from envs.rollout import evaluate_policy
 from modules.tier import MODULE_ORDER, Tier
-from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline, get_policy, parse_tier
+from policies.baselines import FixedTierPolicy, RandomPolicy, get_baseline, get_policy
 
 OBS = np.zeros(8, np.float32)
 
@@ -77,7 +77,7 @@ def test_random_policy_is_seeded_and_covers_all_tiers():
 
 
 def test_parse_tier_short_forms():
-    assert [parse_tier(x) for x in ("l", "M", " h ", "LOW", 1, Tier.HIGH)] == [
+    assert [Tier.parse(x) for x in ("l", "M", " h ", "LOW", 1, Tier.HIGH)] == [
         Tier.LOW,
         Tier.MID,
         Tier.HIGH,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.registry import get_benchmark
+from common.config_error import ConfigError
+from common.cost_weight import CostWeight
 from common.datadir import DataFileError
-from envs.components import ConfigError, parse_cost_lambdas
 from policies.router import Router
 from tests.reliability_support import RUN_NAME, config, one_line_error, run_cli
 from tests.support import needs_locomo
@@ -41,7 +42,7 @@ def test_empty_lambda_list_is_refused_by_every_entry_point(tmp_path):
     from policies.training.config import load_config
 
     with pytest.raises(ConfigError, match=r"cost.lambdas=\[\] is empty"):
-        parse_cost_lambdas([])
+        CostWeight.from_config({"lambdas": []})
     with pytest.raises(Exception, match=r"cost.lambdas=\[\] is empty"):
         load_config(["cost.lambdas=[]"])  # the run-name resolver checks it while composing
 
@@ -84,7 +85,7 @@ def test_route_refuses_an_empty_question_or_no_evidence(routed):
 @needs_locomo
 def test_single_lambda_router_refuses_another_lambda(routed):
     router, comps, item = routed
-    assert router.cost_lambdas == () and router.resolve_lambda(None) == 0.0
-    assert router.resolve_lambda(0.0) == 0.0
+    assert not router.cost_weight.conditioned and router.cost_weight.for_routing(None) == 0.0
+    assert router.cost_weight.for_routing(0.0) == 0.0
     with pytest.raises(ValueError, match=r"trained at the single λ=0; it cannot route at cost_lambda=0.5"):
         router.route(item.question.question, item.evidence, comps, cost_lambda=0.5)

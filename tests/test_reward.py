@@ -121,19 +121,19 @@ def test_alpha_frozen_after_warmup_and_floors_and_clip():
 
 
 def test_shaper_lambda_zero_is_task_reward():
-    sh = RewardShaper(cost_lambda=0.0)
+    sh = RewardShaper()
     for rt, c in [(0.3, 1.0), (1.0, 50.0), (0.0, 0.0)]:
-        reward, terms = sh.shape(rt, c)
+        reward, terms = sh.shape(rt, c, 0.0)
         assert reward == rt
         assert terms["cost_term"] == 0.0
 
 
 def test_shaper_hand_case_and_fixed_alpha():
-    sh = RewardShaper(cost_lambda=0.5, alpha_mode="fixed", alpha=2.0, window=10)
-    sh.shape(1.0, 1.0)
-    sh.shape(0.0, 9.0)
+    sh = RewardShaper(alpha_mode="fixed", alpha=2.0, window=10)
+    sh.shape(1.0, 1.0, 0.5)
+    sh.shape(0.0, 9.0, 0.5)
     # window sqrt [1,3,2] after adding 4 -> sorted [1,2,3]: P5 = 1.1, P95 = 2.9
-    reward, terms = sh.shape(0.5, 4.0)
+    reward, terms = sh.shape(0.5, 4.0, 0.5)
     c_hat = (2.0 - 1.1) / 1.8
     assert terms["cost_norm"] == pytest.approx(c_hat)
     assert terms["r_cost"] == pytest.approx(1 - c_hat)
@@ -142,12 +142,12 @@ def test_shaper_hand_case_and_fixed_alpha():
 
 
 def test_shaper_prefers_cheaper_at_equal_task_score():
-    sh = RewardShaper(cost_lambda=0.3, alpha_mode="window")
+    sh = RewardShaper(alpha_mode="window")
     rng = np.random.default_rng(0)
     for _ in range(50):
-        sh.shape(float(rng.random()), float(rng.random() * 10))
-    r_cheap, _ = sh.shape(0.5, 0.5)
-    r_dear, _ = sh.shape(0.5, 9.0)
+        sh.shape(float(rng.random()), float(rng.random() * 10), 0.3)
+    r_cheap, _ = sh.shape(0.5, 0.5, 0.3)
+    r_dear, _ = sh.shape(0.5, 9.0, 0.3)
     assert r_cheap > r_dear
 
 
@@ -155,29 +155,41 @@ def test_shaper_config_and_state_round_trip():
     cfg = {"lambda": 0.2, "window": 5, "unit": "gflops", "alpha": {"mode": "window", "window": 4}}
     sh = RewardShaper.from_config(cfg)
     for c in (1.0, 2.0, 3.0):
-        sh.shape(0.5, c)
+        sh.shape(0.5, c, 0.2)
     other = RewardShaper.from_config(cfg)
     other.load_state_dict(sh.state_dict())
-    assert other.shape(0.7, 2.5) == sh.shape(0.7, 2.5)
+    assert other.shape(0.7, 2.5, 0.2) == sh.shape(0.7, 2.5, 0.2)
     with pytest.raises(ValueError, match="unknown keys"):
         RewardShaper.from_config({"alpha": {"mod": "window"}})
-    with pytest.raises(ValueError, match="cost_lambda"):
-        RewardShaper(cost_lambda=-1)
+    with pytest.raises(ValueError, match="cost_lambda must be finite"):
+        RewardShaper().shape(0.5, 1.0, -1)
     with pytest.raises(ValueError, match="r_task"):
-        RewardShaper().shape(math.nan, 1.0)
+        RewardShaper().shape(math.nan, 1.0, 0.2)
 
 
 def test_shaper_evaluate_scores_without_updating():
     """Validation scoring: the current window and α, nothing appended (hand-computed)."""
-    shaper = RewardShaper(cost_lambda=0.5, alpha_mode="fixed", alpha=2.0)
-    assert shaper.evaluate(0.3, 50.0) == 0.3  # empty window: no cost term yet
-    shaper.shape(0.5, 0.0)
-    shaper.shape(0.5, 100.0)  # window [0, 100] -> sqrt [0, 10]: P5 = 0.5, P95 = 9.5
+    shaper = RewardShaper(alpha_mode="fixed", alpha=2.0)
+    assert shaper.evaluate(0.3, 50.0, 0.5) == 0.3  # empty window: no cost term yet
+    shaper.shape(0.5, 0.0, 0.5)
+    shaper.shape(0.5, 100.0, 0.5)  # window [0, 100] -> sqrt [0, 10]: P5 = 0.5, P95 = 9.5
     state = shaper.state_dict()
     # sqrt(25) = 5 -> c_hat = (5 - 0.5) / 9 = 0.5 -> 0.2 + 0.5 * 2 * 0.5
-    assert shaper.evaluate(0.2, 25.0) == pytest.approx(0.7)
-    assert shaper.evaluate(0.2, 1e6) == pytest.approx(0.2)  # clipped at the dear end: r_cost = 0
+    assert shaper.evaluate(0.2, 25.0, 0.5) == pytest.approx(0.7)
+    assert shaper.evaluate(0.2, 1e6, 0.5) == pytest.approx(0.2)  # clipped at the dear end: r_cost = 0
     assert shaper.state_dict() == state
-    assert RewardShaper(cost_lambda=0.0).evaluate(0.4, 10.0) == 0.4
+    assert RewardShaper().evaluate(0.4, 10.0, 0.0) == 0.4
     with pytest.raises(ValueError, match="raw cost"):
-        shaper.evaluate(0.2, -1.0)
+        shaper.evaluate(0.2, -1.0, 0.5)
+
+
+def test_shaper_loads_state_saved_when_it_still_held_lambda():
+    """Checkpoints from before λ moved to common.cost_weight carry ``cost_lambda``: it is ignored."""
+    sh = RewardShaper(window=5)
+    for c in (1.0, 4.0, 9.0):
+        sh.shape(0.5, c, 0.2)
+    old_state = {"cost_lambda": 0.2, **sh.state_dict()}
+    other = RewardShaper(window=5)
+    other.load_state_dict(old_state)
+    assert other.state_dict() == sh.state_dict()
+    assert other.evaluate(0.5, 2.0, 0.2) == sh.evaluate(0.5, 2.0, 0.2)

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from common.cost_weight import CostWeight
 from envs.fakes import OPTIMAL_TIERS, TIER_COSTS, make_fake_bank, make_fake_components, question_type
 from envs.reward import RewardShaper
 from envs.rollout import EpisodeRecord, evaluate_policy, run_episode, summarize_records
@@ -40,9 +41,9 @@ def test_run_episode_record_fields(tmp_path):
 
 def test_rollout_matches_env_measurements():
     """The evaluation loop and the training env measure the same episode identically."""
-    comps = make_fake_components(cost_lambda=0.2)
+    comps = make_fake_components(cost_weight=CostWeight(0.2))
     items = make_fake_bank(2)
-    env = MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=0.2), seed=0)
+    env = MemoryRouterEnv(items, comps, RewardShaper(), seed=0)
     tiers = (Tier.LOW, Tier.HIGH, Tier.MID, Tier.LOW, Tier.HIGH)
     for idx, item in enumerate(items):
         env.reset(options={"index": idx})
@@ -94,7 +95,7 @@ class _FakeJudge:
 
 
 def test_judge_metric_and_failures():
-    comps = make_fake_components(judge=_FakeJudge(), task_metric="judge", cost_lambda=0.0)
+    comps = make_fake_components(judge=_FakeJudge(), task_metric="judge", cost_weight=CostWeight(0.0))
     items = make_fake_bank(1)
     recs = evaluate_policy(lambda o, m: Tier.HIGH, items, comps, progress=False)
     by_cat = {r.category: r for r in recs}

@@ -175,7 +175,7 @@ def test_batched_vec_env_equals_dummy_vec_env() -> None:
     def make(cls, backend):
         comps = _components(backend)
         fns = [
-            lambda i=i: MemoryRouterEnv(items, comps, RewardShaper(cost_lambda=0.1), seed=10 + i)
+            lambda i=i: MemoryRouterEnv(items, comps, RewardShaper(), seed=10 + i)
             for i in range(4)
         ]
         return cls(fns)

@@ -209,25 +209,3 @@ def test_validation_state_from_another_metric_forgets_the_best(tmp_path, capsys)
     assert other.best_score is None and other.best_step is None
     assert other.history == old.history and other.last_eval_step == 20
     assert "selected on 'f1'" in capsys.readouterr().out
-
-
-def test_common_random_numbers_run_checkpoints_and_resumes_its_stream(shared, tmp_path):
-    from stable_baselines3 import PPO
-
-    from policies.crn_policy import CRNActorCriticPolicy
-    from policies.training.checkpoint import MODEL_FILE
-    from policies.training.loop import train
-
-    first = train(_cfg(shared, tmp_path, "ppo.common_random_numbers=true", "seed=3"))
-    ckpt = tmp_path / first["run_name"] / "checkpoints" / "last" / MODEL_FILE
-    policy = PPO.load(ckpt, device="cpu").policy
-    # 40 timesteps over 2 envs = 20 sampling calls, from the run's own seed.
-    assert isinstance(policy, CRNActorCriticPolicy) and policy.crn_seed == 3 and int(policy.crn_step) == 20
-    run = tmp_path / first["run_name"]
-    train(_cfg(shared, tmp_path, "ppo.common_random_numbers=true", "seed=3", f"resume={run}",
-               "train.total_timesteps=60"))
-    assert int(PPO.load(ckpt, device="cpu").policy.crn_step) == 30
-    # The default keeps SB3's own sampling.
-    plain = train(_cfg(shared, tmp_path / "plain"))
-    ckpt = tmp_path / "plain" / plain["run_name"] / "checkpoints" / "last" / MODEL_FILE
-    assert not isinstance(PPO.load(ckpt, device="cpu").policy, CRNActorCriticPolicy)

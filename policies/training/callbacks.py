@@ -16,7 +16,6 @@ never interleave with training episodes.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +27,7 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 
 from common.atomic import atomic_write_json, atomic_write_text
+from envs.reward import RewardShaper
 from envs.router_env import episode_cost
 from modules.tier import Tier
 from policies.export import export_router
@@ -38,6 +38,7 @@ from policies.training.summary import (
     summarize_records,
     tier_ratios,
 )
+from policies.training.vec_env import sync_reward_statistics
 
 
 def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callable[[np.ndarray, str], Tier]:
@@ -125,7 +126,8 @@ class ValidationCallback(BaseCallback):
 
     Args:
         items: Validation question bank.
-        components: Env components (pipeline, answerer, ...).
+        components: Env components (pipeline, answerer, ...; ``cost_weight`` gives the λ values
+            to validate at).
         evaluate: ``envs.rollout.evaluate_policy``-compatible function.
         run_dir: Run directory; the best router goes to ``run_dir/router``.
         export_metadata: Returns the metadata dict stored with an exported router.
@@ -134,6 +136,9 @@ class ValidationCallback(BaseCallback):
             or ``judge``.
         check_summary: Called with each validation's summary and step before anything is
             exported; raising stops the run (``failure_budget.FailureBudget.check_validation``).
+        reward_shaper: The validation's own shaper (built from the run's ``cost`` section); before
+            each validation it is synced from the training env (:func:`sync_reward_statistics`)
+            and scores the objective. None: the objective is the task metric alone.
     """
 
     def __init__(
@@ -147,8 +152,10 @@ class ValidationCallback(BaseCallback):
         select_metric: str = "objective",
         verbose: int = 0,
         check_summary: Callable[[dict[str, Any], int], None] | None = None,
+        reward_shaper: RewardShaper | None = None,
     ) -> None:
         super().__init__(verbose)
+        self.reward_shaper = reward_shaper
         self.check_summary = check_summary
         self.items = list(items)
         self.components = components
@@ -215,19 +222,21 @@ class ValidationCallback(BaseCallback):
         """Run the validation split now; export the router if it is the best so far."""
         start = time.perf_counter()
         probs: list[np.ndarray] = []
-        lambdas = tuple(getattr(self.components, "cost_lambdas", ()) or ())
-        if not lambdas:
+        weight = self.components.cost_weight
+        if self.reward_shaper is not None and getattr(self, "training_env", None) is not None:
+            sync_reward_statistics(self.training_env, self.reward_shaper)
+        if not weight.conditioned:
             decide = ppo_decide(self.model, probs)
             records = self.evaluate(decide, self.items, self.components, progress=False)
             summary = summarize_records(records)
-            summary["objective"] = self._objective(records)
+            summary["objective"] = self._objective(records, weight.default)
         else:
             records, per_lambda = [], {}
-            for lam in lambdas:
+            for lam in weight.choices:
                 # The same weights route differently at each λ: λ is an observation scalar.
-                comps = dataclasses.replace(self.components, cost_lambda=lam)
                 first = len(probs)
-                recs = self.evaluate(ppo_decide(self.model, probs), self.items, comps, progress=False)
+                decide = ppo_decide(self.model, probs)
+                recs = self.evaluate(decide, self.items, self.components, progress=False, cost_lambda=lam)
                 part = summarize_records(recs)
                 per_lambda[f"{lam:g}"] = {
                     "objective": self._objective(recs, lam),
@@ -270,22 +279,21 @@ class ValidationCallback(BaseCallback):
             print(f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f})")
         return summary
 
-    def _objective(self, records: Sequence[Any], cost_lambda: float | None = None) -> float:
-        """Mean validation reward ``r_task + λ·α·r_cost`` under the training env's current statistics.
-
-        ``cost_lambda`` is the λ to score at (None = the run's ``cost.lambda``).
+    def _objective(self, records: Sequence[Any], cost_lambda: float) -> float:
+        """Mean validation reward ``r_task + λ·α·r_cost`` at ``cost_lambda`` under training's statistics.
 
         The held-out questions are scored on the objective PPO optimises, with the cost
-        normaliser window and α of the first training env frozen at this moment (nothing is
-        updated). At λ = 0 this is the task metric; for λ > 0 it stops a λ-sweep from selecting
-        each run's checkpoint on F1 alone, which would ignore the cost the run was asked to save.
+        normaliser window and α of the first training env as synced at the start of this
+        validation (nothing is updated). At λ = 0 this is the task metric; for λ > 0 it stops a
+        λ-sweep from selecting each run's checkpoint on F1 alone, which would ignore the cost the
+        run was asked to save.
         """
-        task_metric = str(getattr(self.components, "task_metric", "f1"))
-        env = getattr(self, "training_env", None)
-        if env is None:  # not attached to a model (unit use): the task metric alone
+        task_metric = str(self.components.task_metric)
+        shaper = self.reward_shaper
+        if shaper is None or getattr(self, "training_env", None) is None:
+            # No shaper or not attached to a model (unit use): the task metric alone.
             return float(np.mean([r.task_score(task_metric) for r in records]))
-        shaper = env.get_attr("reward_shaper", indices=[0])[0]
-        with_answer = bool(env.get_attr("include_answer_cost", indices=[0])[0])
+        with_answer = bool(self.components.include_answer_cost)
         return float(
             np.mean(
                 [

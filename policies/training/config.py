@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from common.cost_weight import CostWeight
 from common.datadir import PROJECT_ROOT
-from envs.components import check_cost_lambda_config, parse_cost_lambdas
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
 
@@ -29,12 +29,13 @@ def lam_tag(cost_lambda: Any, cost_lambdas: Any = None) -> str:
     here: a rejected λ (``-1``, ``nan``, ``abc``, ``[]``) never leaves a ``…lam-1…`` directory.
 
     Raises:
-        envs.components.ConfigError: A λ that is not a finite number >= 0, or a bad λ list.
+        common.config_error.ConfigError: A λ that is not a finite number >= 0, or a bad λ list.
     """
     if cost_lambdas is not None:
-        lams = parse_cost_lambdas(list(cost_lambdas) if not isinstance(cost_lambdas, str) else cost_lambdas)
-        return "lamcond" + "-".join(f"{x:g}" for x in lams)
-    check_cost_lambda_config(cost_lambda, "cost.lambda")
+        lams = list(cost_lambdas) if not isinstance(cost_lambdas, str) else cost_lambdas
+        weight = CostWeight.from_config({"lambdas": lams})
+        return "lamcond" + "-".join(f"{x:g}" for x in weight.choices)
+    CostWeight.from_config({"lambda": cost_lambda})
     return f"lam{cost_lambda}"
 
 
@@ -45,7 +46,7 @@ def check_lambda_overrides(overrides: Sequence[str]) -> None:
     interpolation produces an unreadable traceback, this a one-line error.
 
     Raises:
-        envs.components.ConfigError: Naming the override and the bad value.
+        common.config_error.ConfigError: Naming the override and the bad value.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException

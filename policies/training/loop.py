@@ -33,9 +33,9 @@ from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from common.redact import redact, redact_argv
 from envs.bank_config import question_bank_from
-from envs.components import make_components
+from envs.components import make_components, section
+from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy
-from policies.crn_policy import CRNActorCriticPolicy
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
 from policies.training.checkpoint import (
@@ -81,9 +81,8 @@ def export_metadata(cfg: Mapping[str, Any], components: Any, provenance: Mapping
         "benchmark": components.benchmark,
         "strategy": (cfg.get("strategy") or {}).get("name"),
         "encoder": components.encoder.name,
-        "cost_lambda": float(components.cost_lambda),
-        # A λ-conditioned router: the λ values it was trained and validated on.
-        "cost_lambdas": [float(x) for x in components.cost_lambdas],
+        # cost_lambda and cost_lambdas (a λ-conditioned router's trained and validated λ values).
+        **components.cost_weight.to_metadata(),
         "cost_unit": (cfg.get("cost") or {}).get("unit", "gflops"),
         "task_metric": components.task_metric,
         "backend": redact(dict(cfg.get("backend") or {})),
@@ -188,6 +187,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             select_metric=ts.select_metric,
             verbose=ts.verbose,
             check_summary=budget.check_validation,
+            reward_shaper=RewardShaper.from_config(section(cfg, "cost")),
         )
         ckpt_dir = run_dir / "checkpoints" / "last"
 
@@ -210,14 +210,8 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
                 vf_layers=policy.vf_layers,
                 activation=policy.activation,
             )
-            # Common random numbers (opt-in): runs of one seed draw their rollout actions from one
-            # uniform stream; see policies/crn_policy.py for what it did and did not save.
-            policy_class: Any = "MlpPolicy"
-            if ps.common_random_numbers:
-                policy_class = CRNActorCriticPolicy
-                policy_kwargs["crn_seed"] = seed
             model = PPO(
-                policy_class,
+                "MlpPolicy",
                 vec_env,
                 policy_kwargs=policy_kwargs,
                 seed=seed,
@@ -264,8 +258,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             "report": str(md_report),
             "benchmark": components.benchmark,
             "strategy": (cfg.get("strategy") or {}).get("name"),
-            "cost_lambda": float(components.cost_lambda),
-            "cost_lambdas": [float(x) for x in components.cost_lambdas],
+            **components.cost_weight.to_metadata(),
             "seed": seed,
             "timesteps": int(model.num_timesteps),
             "n_train_questions": len(train_items),

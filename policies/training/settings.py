@@ -125,7 +125,6 @@ class PPOSettings:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantage: bool = True
-    common_random_numbers: bool = False
     policy: PolicySettings = field(default_factory=PolicySettings)
 
     def __post_init__(self) -> None:
@@ -143,9 +142,8 @@ class PPOSettings:
 
     def ppo_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``PPO(...)`` (everything but the network)."""
-        # Not PPO arguments: the network and the choice of policy class (policies.crn_policy).
-        own = {"policy", "common_random_numbers"}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in own}
+        # The network is not a PPO argument: it goes in through policy_kwargs.
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "policy"}
 
 
 @dataclass(frozen=True)

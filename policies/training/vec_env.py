@@ -1,9 +1,13 @@
 """Build the vectorised training environment around ``envs.router_env.MemoryRouterEnv``.
 
-Each worker env gets its own ``RewardShaper`` (as ``envs.reward`` prescribes) and the seed
+Each worker env is built by ``envs.factory.make_env`` (the one env factory, also behind
+``gym.make``), so it gets its own ``RewardShaper`` (as ``envs.reward`` prescribes) and the seed
 ``seed + rank``. With ``DummyVecEnv`` (default) all workers share one ``EnvComponents`` (one
 encoder, one llama.cpp instance, one call cache); with ``SubprocVecEnv`` each worker process
 builds its own from the config.
+
+:func:`sync_reward_statistics` copies worker 0's reward statistics into the validation's own
+shaper, as SB3's ``sync_envs_normalization`` does for an eval env's normalisation.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ import numpy as np
 from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-from envs.components import make_components
+from envs.factory import make_env
 from envs.reward import RewardShaper
-from envs.router_env import MemoryRouterEnv, jsonable
+from envs.router_env import jsonable
 
 
 class TrainingStateWrapper(gym.Wrapper):
@@ -44,19 +48,24 @@ class TrainingStateWrapper(gym.Wrapper):
         env.np_random = rng
 
 
-def reward_shaper_from(cfg: Mapping[str, Any]) -> RewardShaper:
-    """A fresh reward shaper from the ``cost`` section."""
-    return RewardShaper.from_config(dict(cfg.get("cost") or {}))
+def sync_reward_statistics(training_env: VecEnv, shaper: RewardShaper) -> None:
+    """Load the first training worker's cost window and α into ``shaper`` (nothing else changes).
+
+    Validation scores held-out episodes with the statistics training has now, without reaching
+    into a worker's env: the state travels through :meth:`TrainingStateWrapper.training_state`,
+    the same public method checkpoints use, so subprocess workers work too.
+    """
+    shaper.load_state_dict(training_env.env_method("training_state", indices=[0])[0]["reward_shaper"])
 
 
-def env_factory(
+def worker_thunk(
     items: Sequence[Any],
     cfg: Mapping[str, Any],
     rank: int,
     seed: int,
     components: Any | None = None,
 ) -> Callable[[], gym.Env]:
-    """Return a thunk that builds worker ``rank``'s env.
+    """Return the thunk a ``VecEnv`` calls to build worker ``rank``'s env with ``envs.factory.make_env``.
 
     Args:
         items: The training question bank.
@@ -65,13 +74,9 @@ def env_factory(
         seed: Base seed.
         components: Shared components (in-process workers), or None to build them in the worker.
     """
-    task_metric = str((cfg.get("reward") or {}).get("task_metric", "f1"))
 
     def thunk() -> gym.Env:
-        comps = components if components is not None else make_components(cfg)
-        env = MemoryRouterEnv(
-            items, comps, reward_shaper_from(cfg), task_metric=task_metric, seed=seed + rank
-        )
+        env = make_env(cfg, items=items, components=components, seed=seed + rank)
         return TrainingStateWrapper(Monitor(env))
 
     return thunk
@@ -86,14 +91,14 @@ def build_vec_env(
         ValueError: For an unknown ``kind``.
     """
     if kind == "dummy":
-        return DummyVecEnv([env_factory(items, cfg, i, seed, components) for i in range(n_envs)])
+        return DummyVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     if kind == "subproc":
         return SubprocVecEnv(
-            [env_factory(items, cfg, i, seed, None) for i in range(n_envs)], start_method="spawn"
+            [worker_thunk(items, cfg, i, seed, None) for i in range(n_envs)], start_method="spawn"
         )
     if kind == "batched":
         # Same envs as "dummy", but concurrent LLM calls of the N envs reach the backend as one batch.
         from policies.training.batched_vec_env import BatchedVecEnv
 
-        return BatchedVecEnv([env_factory(items, cfg, i, seed, components) for i in range(n_envs)])
+        return BatchedVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     raise ValueError(f"unknown vec_env kind {kind!r}; choose dummy, subproc or batched")
