@@ -141,3 +141,48 @@ def test_filter_budget_per_tier_and_in_the_cache_key():
     assert [len(mods5["filter"].run(inp, t).value) for t in (Tier.LOW, Tier.MID)] == [5, 5]
     with pytest.raises(ValueError, match="positive int for each of LOW, MID, HIGH"):
         build_implementation({"high": llm}, CostModel(), enc, module_topk={"LOW": 2, "MID": 3})
+
+
+def test_embedding_filter_pads_to_budget_and_mixes_the_retriever_score():
+    enc = get_encoder("hashing")
+    keep, _ = learned.embedding_filter(_inp("filter", query="zzz qqq"), k=2, encoder=enc, pad=True)
+    assert len(keep) == 2  # padding keeps the budget even when nothing clears the threshold
+    # The retriever ranked chunk 2 far above the others: with its full weight it is kept first.
+    scores = (0.1, 0.2, 5.0)
+    ev = tuple(Evidence(e.chunk_id, e.text, e.timestamp, score=s) for e, s in zip(EV, scores, strict=True))
+    inp = _inp("filter", ev=ev)
+    only_retriever, _ = learned.embedding_filter(inp, k=1, encoder=enc, retrieval_weight=1.0)
+    only_blend, _ = learned.embedding_filter(inp, k=1, encoder=enc, retrieval_weight=0.0)
+    assert only_retriever == [2] and only_blend == [0]
+
+
+def test_extractive_summary_under_keep_evidence_keeps_the_low_template():
+    inp = _inp("summary", relations={"temporal": ("went to group | 2023-05-07",)})
+    mid, _ = learned.extractive_summary(inp, encoder=get_encoder("hashing"), keep_evidence=True)
+    head, template = mid.split("\n\n", 1)
+    assert head.startswith("Key sentences:") and "Caroline went to a LGBTQ support group" in head
+    assert template == rules.template_summary(inp)  # MID reads everything LOW reads, and more
+
+
+def test_keep_evidence_mid_tiers_and_retrieval_weight_in_the_cache_key():
+    from modules.backends.fake import FakeBackend
+    from modules.cache import CachedLLM, CallCache
+    from modules.pricing import CostModel
+    from modules.strategies.implementation import build_implementation
+    from modules.tier import Tier
+
+    cache = CallCache()
+    llm = CachedLLM(FakeBackend(responder=lambda r: '{"relevant": [0]}'), cache)
+    enc = get_encoder("hashing")
+    inp = _inp("filter", query="zzz qqq")
+
+    def mid_kept(**opts):
+        mods = build_implementation({"high": llm}, CostModel(), enc, cache, module_topk=2, **opts)
+        return len(mods["filter"].run(inp, Tier.MID).value)
+
+    # The same persistent cache: the padded selection must not replay the thresholded one.
+    assert (mid_kept(), mid_kept(keep_evidence=True)) == (1, 2)
+    summary = build_implementation({"high": llm}, CostModel(), enc, cache, keep_evidence=True)["summary"]
+    assert summary.run(_inp("summary"), Tier.MID).value.startswith("Key sentences:")
+    with pytest.raises(ValueError, match=r"filter_retrieval_weight must be in \[0, 1\], got 1.5"):
+        build_implementation({"high": llm}, CostModel(), enc, filter_retrieval_weight=1.5)

@@ -2,7 +2,7 @@
 
 | module   | LOW (rules)               | MID (learned, offline)                   | HIGH (LLM)          |
 |----------|---------------------------|------------------------------------------|---------------------|
-| filter   | keyword overlap           | MiniLM cosine + keyword blend            | JSON relevant items |
+| filter   | keyword overlap           | MiniLM cosine + keyword (+ retriever) blend | JSON relevant items |
 | entity   | regex SVO patterns        | spaCy NER + dependency triplets          | JSON relations      |
 | temporal | regex date phrases (raw)  | parsedatetime, normalised to session date| JSON dated events   |
 | topic    | content-word frequency    | TextRank keyphrases (summa)              | JSON topics         |
@@ -47,16 +47,32 @@ def build_implementation(
         encoder: Sentence encoder for the MID filter and summary (MiniLM in real runs).
         cache: Persistent cache for the non-LLM tiers (LLM calls use the CachedLLM's cache).
         **opts: ``module_topk`` (default 5; or one budget per tier), ``max_tokens`` (by module),
-            ``max_prompt_tokens``, ``keep_evidence``.
+            ``max_prompt_tokens``, ``keep_evidence`` (here also: the MID filter keeps its whole
+            budget and the MID summary keeps the LOW template), ``filter_retrieval_weight``
+            (weight of the retriever's score in the MID filter, in [0, 1]; default 0).
     """
-    check_options(NAME, opts)
+    check_options(NAME, opts, frozenset({"filter_retrieval_weight"}))
+    keep = bool(opts.get("keep_evidence", False))
+    retrieval_weight = float(opts.get("filter_retrieval_weight", 0.0))
+    if not 0.0 <= retrieval_weight <= 1.0:
+        raise ValueError(
+            "strategy.options.filter_retrieval_weight must be in [0, 1], "
+            f"got {opts['filter_retrieval_weight']!r}"
+        )
+    k_low, k_mid = module_topk(opts, Tier.LOW), module_topk(opts, Tier.MID)
+    mid_filter = partial(
+        learned.embedding_filter, k=k_mid, encoder=encoder, pad=keep, retrieval_weight=retrieval_weight
+    )
+    # Options that change a local tier's output are part of its cache key.
+    mid_key = f"k={k_mid}" + (",pad" if keep else "")
+    if retrieval_weight:
+        mid_key += f",rw={retrieval_weight:g}"
     llm = pick_llm(llms, NAME, ("high", "default"))
     # (method name, function, reads the question?) per module and non-LLM tier.
-    k_low, k_mid = module_topk(opts, Tier.LOW), module_topk(opts, Tier.MID)
     local: dict[str, dict[Tier, tuple[str, LocalFn, bool]]] = {
         "filter": {
             Tier.LOW: ("keyword", partial(rules.keyword_filter, k=k_low), True),
-            Tier.MID: ("minilm", partial(learned.embedding_filter, k=k_mid, encoder=encoder), True),
+            Tier.MID: ("minilm", mid_filter, True),
         },
         "entity": {
             Tier.LOW: ("regex", rules.regex_entity_relations, False),
@@ -72,14 +88,18 @@ def build_implementation(
         },
         "summary": {
             Tier.LOW: ("template", rules.template_summary_tier, True),
-            Tier.MID: ("extractive", partial(learned.extractive_summary, encoder=encoder), True),
+            Tier.MID: (
+                "extractive", partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep), True
+            ),
         },
     }
     high = llm_config(opts, "direct", Tier.HIGH)
     modules: dict[str, Module] = {}
     for name in MODULE_ORDER:
-        # The filter's budget changes its output, so it is part of the cache key.
-        params = {Tier.LOW: f"k={k_low}", Tier.MID: f"k={k_mid}"} if name == "filter" else {}
+        params = {
+            "filter": {Tier.LOW: f"k={k_low}", Tier.MID: mid_key},
+            "summary": {Tier.MID: "keep"} if keep else {},
+        }.get(name, {})
         tiers = {
             tier: LocalTier(
                 name, tier, NAME, method, fn, cost_model, cache, reads_query=reads_query,
