@@ -1,7 +1,7 @@
 """The question bank: every question of a split with its retrieved evidence, built once.
 
 Building a bank means, per benchmark sample, ingesting the history into a
-:class:`memory.TieredMemory` once (``benchmarks.memory_builder.build_memory``) and then
+:class:`memory.HierarchicalMemory` once (``benchmarks.memory_builder.build_memory``) and then
 retrieving the top-``k`` evidence for each of that sample's questions
 (``benchmarks.memory_builder.retrieve_evidence``). Retrieval does not depend on the router,
 so the environment never repeats it: episodes only run the routed modules.
