@@ -109,13 +109,24 @@ class HierarchicalMemory:
                 if config.gate_threshold is not None
                 else gate_threshold_for(encoder.name)
             )
-        hnsw = {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction, "ef": config.hnsw_ef}
+
+        def level(name: str, capacity: int | None, seed: int) -> MemoryLevel:
+            return MemoryLevel(
+                name,
+                self.dim,
+                capacity,
+                m=config.hnsw_m,
+                ef_construction=config.hnsw_ef_construction,
+                ef=config.hnsw_ef,
+                seed=seed,
+            )
+
         self.levels: dict[str, MemoryLevel] = {}
         if config.mode == "oracle_unbounded":
-            self.levels["L1"] = MemoryLevel("L1", self.dim, None, seed=config.seed, **hnsw)
+            self.levels["L1"] = level("L1", None, config.seed)
         else:
-            self.levels["L1"] = MemoryLevel("L1", self.dim, config.l1_capacity, seed=config.seed, **hnsw)
-            self.levels["L2"] = MemoryLevel("L2", self.dim, config.l2_capacity, seed=config.seed + 1, **hnsw)
+            self.levels["L1"] = level("L1", config.l1_capacity, config.seed)
+            self.levels["L2"] = level("L2", config.l2_capacity, config.seed + 1)
         self.next_id = 0
         self.clock = 0
         self.stats: dict[str, int] = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +49,7 @@ def save_memory(mem: HierarchicalMemory, directory: str | os.PathLike[str]) -> P
     levels: dict[str, Any] = {}
     for name, level in mem.levels.items():
         items = level.all_items()
-        index_path = atomic_write_with(
-            root / f"{name}.hnsw", lambda tmp, t=level: t.index.save_index(str(tmp))
-        )
+        index_path = atomic_write_with(root / f"{name}.hnsw", partial(_save_index, level.index))
         buf = io.BytesIO()
         np.savez(
             buf,
@@ -89,6 +88,11 @@ def save_memory(mem: HierarchicalMemory, directory: str | os.PathLike[str]) -> P
         "files": files,
     }
     return atomic_write_json(root / "manifest.json", manifest)
+
+
+def _save_index(index: hnswlib.Index, path: Path) -> None:
+    """Hnswlib writes to a path itself (``atomic_write_with`` hands it the temporary one)."""
+    index.save_index(str(path))
 
 
 def _fail(root: Path, msg: str) -> MemoryLoadError:

@@ -20,6 +20,7 @@ cost less than, or look like, a real result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -124,7 +125,7 @@ class LLMTier:
         }
 
     def _degraded(
-        self, inp: ModuleInput, cost: Cost, error: str, *, parse_failures: int = 0, notes=()
+        self, inp: ModuleInput, cost: Cost, error: str, *, parse_failures: int = 0, notes: Sequence[str] = ()
     ) -> ModuleOutput:
         value = fallback_value(inp, self.config.filter_k)
         return ModuleOutput(
