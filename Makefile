@@ -14,3 +14,4 @@ test: setup
 lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports --no-logo
+	.venv/bin/mypy

@@ -2,8 +2,8 @@
 
 Commands (each lives next to the concept it evaluates; this file only dispatches):
 
-* ``memory``     HTM-EAR tiered-memory benchmark (synthetic scenarios A/B/C, BGL_2k).
-* ``retrieval``  Evidence recall@k of the tiered memory on a QA benchmark split.
+* ``memory``     HTM-EAR hierarchical-memory benchmark (synthetic scenarios A/B/C, BGL_2k).
+* ``retrieval``  Evidence recall@k of the hierarchical memory on a QA benchmark split.
 * ``describe``   Counts of a benchmark's histories, questions, splits and categories.
 * ``frontier``   Cost-quality frontier of router checkpoints against fixed-tier baselines.
 * ``headroom``   Answer quality per context (gold evidence, raw top-k, fixed tier paths).
@@ -18,8 +18,8 @@ import sys
 
 #: command -> (module, help). Each module exposes ``add_arguments(parser)`` and ``run(args) -> int``.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "memory": ("evaluation.cli_memory", "HTM-EAR tiered-memory benchmark (scenarios A/B/C, BGL_2k)"),
-    "retrieval": ("evaluation.cli_retrieval", "evidence recall@k of the tiered memory"),
+    "memory": ("evaluation.cli_memory", "HTM-EAR hierarchical-memory benchmark (scenarios A/B/C, BGL_2k)"),
+    "retrieval": ("evaluation.cli_retrieval", "evidence recall@k of the hierarchical memory"),
     "describe": ("evaluation.cli_describe", "counts of a benchmark's data"),
     "frontier": ("evaluation.cli_frontier", "cost-quality frontier of routers vs baselines"),
     "headroom": ("evaluation.cli_headroom", "answer quality per context: gold, raw top-k, fixed tier paths"),

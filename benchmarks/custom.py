@@ -88,7 +88,7 @@ def check_ratio(ratio: Sequence[float]) -> tuple[float, float, float]:
             "benchmark.options.split_ratio must be [train, val, test] fractions >= 0 summing to 1, "
             f"got {ratio!r}"
         )
-    return values  # type: ignore[return-value]
+    return values[0], values[1], values[2]
 
 
 def ratio_splits(history_ids: Sequence[str], ratio: Sequence[float], seed: int) -> dict[str, str]:

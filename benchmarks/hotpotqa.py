@@ -151,7 +151,7 @@ class HotpotQA(Benchmark):
     def __init__(self, data_dir: str | Path | None = None, file: str = FILE) -> None:
         super().__init__(data_dir)
         self.file = file
-        self.files = (file,)  # type: ignore[misc] - per-instance file choice
+        self.files = (file,)  # type: ignore[misc]  # a per-instance file choice shadows the ClassVar
 
     def load(self, split: str) -> list[Sample]:
         """Load the questions of ``split`` in file order."""

@@ -1,6 +1,6 @@
 """Importance of a memory chunk in [0, 1], for importance-aware eviction of dialogue memory.
 
-The tiered memory evicts the least important items first (and protects items at or above
+The hierarchical memory evicts the least important items first (and protects items at or above
 the memory's ``essential_threshold``, 0.85 by default). For dialogue we have no labels, so
 the score is a transparent heuristic about which utterances carry *facts a later question
 can ask about* rather than phatic talk:

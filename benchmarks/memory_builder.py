@@ -1,8 +1,8 @@
-"""Build one tiered memory per history, and retrieve evidence for a question.
+"""Build one hierarchical memory per history, and retrieve evidence for a question.
 
 ``build_memory`` chunks the history (:mod:`benchmarks.chunking`), scores each chunk's
 importance (:mod:`benchmarks.importance`), encodes the chunks in batches and ingests them into
-a :class:`memory.TieredMemory` in time order, each with metadata ``{chunk_id, turn_ids,
+a :class:`memory.HierarchicalMemory` in time order, each with metadata ``{chunk_id, turn_ids,
 session_id, timestamp}``. ``retrieve_evidence`` turns retrieved items back into
 :class:`modules.types.Evidence` whose ``source_ids`` are the chunk's turn ids.
 
@@ -10,7 +10,7 @@ Sizing: a fixed L1/L2 capacity would be meaningless across histories of 400 (LoC
 (LongMemEval_S) chunks, so when no explicit :class:`memory.MemoryConfig` is given the
 capacities are fractions of the history's chunk count (:class:`MemoryBuildConfig`): by default
 L1 (working memory) holds 10% of the chunks (at least 16) and L2 (archive) holds all of them,
-so nothing is pruned and the tiers differ only in where retrieval looks first. Set
+so nothing is pruned and the levels differ only in where retrieval looks first. Set
 ``l2_fraction < 1`` to study pruning.
 """
 
@@ -28,7 +28,7 @@ from benchmarks.types import History, Question, Sample
 from memory.bench import reranker_for
 from memory.config import MemoryConfig
 from memory.encoder import Encoder
-from memory.tiered import TieredMemory
+from memory.hierarchical import HierarchicalMemory
 from modules.types import Evidence
 
 
@@ -103,7 +103,7 @@ def build_memory(
     build: MemoryBuildConfig | None = None,
     embeddings: np.ndarray | None = None,
     cache: EmbeddingCache | None = None,
-) -> TieredMemory:
+) -> HierarchicalMemory:
     """Build the memory of one sample's history.
 
     Args:
@@ -122,7 +122,7 @@ def build_memory(
     chunks = chunk_history(sample.history, b.chunking)
     cfg = config or memory_config_for(len(chunks), b)
     # A MiniLM-variant memory (e.g. minilm-int8) reranks with its own stored vectors.
-    memory = TieredMemory(cfg, encoder, reranker=reranker_for(cfg, encoder))
+    memory = HierarchicalMemory(cfg, encoder, reranker=reranker_for(cfg, encoder))
     if not chunks:
         return memory
     texts = [c.text for c in chunks]
@@ -150,7 +150,7 @@ def build_memory(
 
 
 def retrieve_evidence(
-    memory: TieredMemory, question: Question, k: int, *, query_embedding: np.ndarray | None = None
+    memory: HierarchicalMemory, question: Question, k: int, *, query_embedding: np.ndarray | None = None
 ) -> list[Evidence]:
     """Top-``k`` chunks for ``question`` as :class:`Evidence` (``source_ids`` = turn ids).
 

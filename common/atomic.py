@@ -20,7 +20,7 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], None]) -> Path:
+def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], object]) -> Path:
     """Let ``writer`` fill a temporary file next to ``path``, then move it into place.
 
     Useful for libraries that insist on writing to a path themselves (hnswlib,
@@ -28,7 +28,7 @@ def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], Non
 
     Args:
         path: Final destination.
-        writer: Callable receiving the temporary path to write.
+        writer: Callable receiving the temporary path to write (its return value is ignored).
 
     Returns:
         The final path.

@@ -40,7 +40,7 @@ def _pid_alive(pid: int) -> bool:
 def _siblings(dest: Path) -> list[tuple[Path, str, int | None]]:
     """``(path, kind, pid)`` of every leftover of a swap of ``dest`` (kind: tmp, new, old)."""
     pattern = re.compile(rf"^\.{re.escape(dest.name)}\.(?:(tmp|new|old)-(\d+)(?:-.*)?|.*\.(tmp))$")
-    out = []
+    out: list[tuple[Path, str, int | None]] = []
     if not dest.parent.is_dir():
         return out
     for p in dest.parent.iterdir():

@@ -9,7 +9,7 @@ import os
 import platform
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def data_checksums(paths: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
     return {Path(p).name: sha256_file(p) for p in paths}
 
 
-def run_metadata(config: dict[str, Any] | None = None, data_files: Iterable[Path] = ()) -> dict[str, Any]:
+def run_metadata(config: Mapping[str, Any] | None = None, data_files: Iterable[Path] = ()) -> dict[str, Any]:
     """Bundle the resolved config, git commit, package versions and data checksums.
 
     Secrets in the config and the command line (API keys, URL credentials) are redacted: this

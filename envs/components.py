@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,10 +70,11 @@ from common.config_error import ConfigError
 from common.cost_weight import CostWeight
 from common.datadir import PROJECT_ROOT
 from envs.observation import ObservationBuilder, ObservationSpec
-from memory.encoder import get_encoder
+from envs.protocols import Answerer, AnswerJudge, RoutablePipeline, Scorer
+from memory.encoder import Encoder, get_encoder
 from modules.backends import BACKENDS, get_backend
 from modules.cache import CachedLLM, CallCache
-from modules.cache_pack import PackError, import_pack
+from modules.cache_pack import ImportReport, PackError, import_pack
 from modules.cache_stores import store_scheme
 from modules.pipeline import build_pipeline
 from modules.pricing import CostModel
@@ -128,21 +129,21 @@ class EnvComponents:
         cache_pack: What importing ``cache.pack`` did (``modules.cache_pack.ImportReport``), or None.
     """
 
-    encoder: Any
-    pipeline: Any
-    answerer: Any
-    judge: Any | None
-    cost_model: Any
-    cache: Any | None
+    encoder: Encoder
+    pipeline: RoutablePipeline
+    answerer: Answerer
+    judge: AnswerJudge | None
+    cost_model: CostModel
+    cache: CallCache | None
     obs_builder: ObservationBuilder
     benchmark: str
     cost_weight: CostWeight = field(default_factory=CostWeight)
     include_answer_cost: bool = False
     task_metric: str = "f1"
-    scorer: Callable[[Any, str, str], dict[str, float]] | None = None
-    llms: dict[str, Any] = field(default_factory=dict)
+    scorer: Scorer | None = None
+    llms: dict[str, CachedLLM] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    cache_pack: Any | None = None
+    cache_pack: ImportReport | None = None
 
     def close(self) -> None:
         """Release backends and the cache connection."""

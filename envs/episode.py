@@ -1,6 +1,7 @@
 """One question, run step by step: the code shared by the training env and the evaluation loop.
 
-:class:`Episode` wraps one :class:`~modules.pipeline.PipelineRun`: it builds the observation
+:class:`Episode` wraps one :class:`~envs.protocols.RoutableRun` (a
+:class:`~modules.pipeline.PipelineRun`, or the fake one in tests): it builds the observation
 for the module about to run, runs that module at the chosen tier, and at the end generates the
 answer, scores it (token F1 / EM, optionally the LLM judge) and returns an
 :class:`EpisodeRecord`. :class:`envs.router_env.MemoryRouterEnv` (training) and
@@ -17,13 +18,15 @@ cache replay preserves), so it is deterministic under a warm cache; wall time is
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from benchmarks.metrics import score_answer
+from benchmarks.types import Question
+from envs.protocols import RoutableRun, Scorer
+from modules.base import ModuleOutput
 from modules.cost import Cost
 from modules.tier import MODULE_ORDER, Tier
 
@@ -141,7 +144,7 @@ class EpisodeRecord:
         }
 
 
-def _default_scorer(question: Any, prediction: str, benchmark: str) -> dict[str, float]:
+def _default_scorer(question: Question, prediction: str, benchmark: str) -> dict[str, float]:
     return score_answer(question, prediction, benchmark)
 
 
@@ -163,7 +166,9 @@ class Episode:
         self.cost_lambda = components.cost_weight.default if cost_lambda is None else float(cost_lambda)
         q = item.question
         self.query_emb = components.obs_builder.embed(q.question)
-        self.run = components.pipeline.begin(q.question, list(item.evidence), question_date=q.question_date)
+        self.run: RoutableRun = components.pipeline.begin(
+            q.question, list(item.evidence), question_date=q.question_date
+        )
         self.tiers: list[Tier] = []
         self.module_costs: dict[str, Cost] = {}
         self._cost_so_far = 0.0
@@ -171,12 +176,12 @@ class Episode:
     @property
     def done(self) -> bool:
         """True once every module has run."""
-        return bool(self.run.done)
+        return self.run.done
 
     @property
     def module(self) -> str:
         """Name of the module about to run."""
-        return str(self.run.next_module)
+        return self.run.next_module
 
     def observation(self) -> np.ndarray:
         """Observation for the module about to run (see :mod:`envs.observation`).
@@ -199,14 +204,14 @@ class Episode:
         )
         return builder.build(idx, self.query_emb, text, scalars)
 
-    def step(self, tier: Tier) -> Any:
-        """Run the next module at ``tier`` and return its ``ModuleOutput``."""
+    def step(self, tier: Tier) -> ModuleOutput:
+        """Run the next module at ``tier`` and return its output."""
         if self.done:
             raise RuntimeError("Episode.step() called after the last module ran")
         out = self.run.step(tier)
         self.tiers.append(tier)
-        self.module_costs[str(out.module)] = out.cost
-        self._cost_so_far += float(out.cost.value)
+        self.module_costs[out.module] = out.cost
+        self._cost_so_far += out.cost.value
         return out
 
     def finish(self, *, run_judge: bool) -> EpisodeRecord:
@@ -224,17 +229,16 @@ class Episode:
         q = self.item.question
         result = self.run.result()
         prediction, answer_cost = c.answerer.answer(q, result.memory_text)
-        scorer: Callable[[Any, str, str], dict[str, float]] = c.scorer or _default_scorer
+        scorer: Scorer = c.scorer or _default_scorer
         scores = scorer(q, prediction, self.item.benchmark)
         judge_score: float | None = None
         judge_failed = False
         protocol = prompt_hash = ""
         if run_judge and c.judge is not None:
             verdict = c.judge.judge(q, prediction)
-            judge_failed = bool(verdict.failed)
-            judge_score = None if verdict.score is None else float(verdict.score)
-            protocol = str(getattr(verdict, "protocol", "") or "")
-            prompt_hash = str(getattr(verdict, "prompt_hash", "") or "")
+            judge_failed = verdict.failed
+            judge_score = verdict.score
+            protocol, prompt_hash = verdict.protocol, verdict.prompt_hash
         module_total = sum(self.module_costs.values(), Cost())
         both = module_total + answer_cost
         return EpisodeRecord(

@@ -16,19 +16,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from benchmarks.types import Question
 from common.cost_weight import CostWeight
 from envs.components import EnvComponents
 from envs.observation import ObservationBuilder, ObservationSpec
+from envs.protocols import AnswerJudge
 from envs.question_bank import QuestionItem
-from memory.encoder import get_encoder
+from memory.encoder import Encoder, get_encoder
 from modules.backends.base import GenerationRequest
 from modules.backends.fake import FakeBackend, request_text
-from modules.cache import CachedLLM
+from modules.base import ModuleOutput
+from modules.cache import CachedLLM, CallCache
 from modules.cost import Cost
+from modules.pipeline import PipelineResult
 from modules.pricing import CostModel
 from modules.tier import MODULE_ORDER, Tier
 from modules.types import Evidence
@@ -56,35 +58,17 @@ _TEMPLATES = {
 }
 
 
-@dataclass(frozen=True)
-class FakeModuleOutput:
-    """Mirror of ``modules.base.ModuleOutput`` (the fields the env reads)."""
-
-    module: str
-    tier: Tier
-    text: str
-    value: Any
-    cost: Cost
-    parse_failures: int = 0
-
-
-@dataclass(frozen=True)
-class FakePipelineResult:
-    """Mirror of ``modules.pipeline.PipelineResult``."""
-
-    memory_text: str
-    outputs: dict[str, FakeModuleOutput]
-    total_cost: Cost
-    tiers: tuple[Tier, ...]
-
-
 class FakePipelineRun:
-    """One question's run through the fake pipeline (same interface as ``PipelineRun``)."""
+    """One question's run through the fake pipeline (the ``envs.protocols.RoutableRun`` role).
+
+    It returns the real ``ModuleOutput`` and ``PipelineResult`` values, so the env code it
+    exercises sees exactly the types a real run gives.
+    """
 
     def __init__(self, query: str, evidence: Sequence[Evidence]) -> None:
         self.query = query
         self.evidence = tuple(evidence)
-        self.outputs: dict[str, FakeModuleOutput] = {}
+        self.outputs: dict[str, ModuleOutput] = {}
 
     @property
     def done(self) -> bool:
@@ -104,27 +88,25 @@ class FakePipelineRun:
             return "\n".join(e.text for e in self.evidence)
         return list(self.outputs.values())[-1].text
 
-    def step(self, tier: Tier) -> FakeModuleOutput:
+    def step(self, tier: Tier) -> ModuleOutput:
         """Run the next module at ``tier``."""
         module = self.next_module
         text = f"{module} {tier.name.lower()} notes on: {self.query}"
-        out = FakeModuleOutput(module, tier, text, text, Cost(value=TIER_COSTS[tier]))
+        out = ModuleOutput(module, tier, text, text, Cost(value=TIER_COSTS[tier]))
         self.outputs[module] = out
         return out
 
-    def result(self) -> FakePipelineResult:
+    def result(self) -> PipelineResult:
         """The memory text lists every module's tier (which the fake answerer reads)."""
         if not self.done:
             raise RuntimeError("fake pipeline run is not finished")
         memory = " ".join(f"{m}={o.tier.name}" for m, o in self.outputs.items())
         total = sum((o.cost for o in self.outputs.values()), Cost())
-        return FakePipelineResult(
-            memory, dict(self.outputs), total, tuple(o.tier for o in self.outputs.values())
-        )
+        return PipelineResult(memory, dict(self.outputs), total, tuple(o.tier for o in self.outputs.values()))
 
 
 class FakePipeline:
-    """``begin(query, evidence, question_date)`` -> :class:`FakePipelineRun`."""
+    """``begin(query, evidence, question_date)`` -> :class:`FakePipelineRun` (``RoutablePipeline``)."""
 
     def begin(
         self, query: str, evidence: Sequence[Evidence], question_date: str | None = None
@@ -153,8 +135,8 @@ class FakeAnswerer:
     Going through ``CachedLLM`` and ``CostModel`` exercises cache-hit counting and pricing.
     """
 
-    def __init__(self, cache: Any | None = None, cost_model: Any | None = None) -> None:
-        def responder(request: Any) -> str:
+    def __init__(self, cache: CallCache | None = None, cost_model: CostModel | None = None) -> None:
+        def responder(request: GenerationRequest) -> str:
             text = request_text(request)
             m = re.search(r"QUESTION: (.*)\nGOLD: (.*)\nMEMORY: (.*)", text)
             if m is None:
@@ -214,11 +196,11 @@ def make_fake_bank(n_per_type: int = 10, k: int = 3) -> list[QuestionItem]:
 def make_fake_components(
     *,
     cost_weight: CostWeight | None = None,
-    cache: Any | None = None,
+    cache: CallCache | None = None,
     include_answer_cost: bool = False,
-    judge: Any | None = None,
+    judge: AnswerJudge | None = None,
     task_metric: str = "f1",
-    encoder: Any | None = None,
+    encoder: Encoder | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> EnvComponents:
     """Components for the synthetic task: hashing encoder, fake pipeline, fake-backend answerer."""

@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from memory.encoder import Encoder
 from modules.tier import MODULE_ORDER
 
 #: The scalar features, in order, that :class:`ObservationBuilder` computes by default.
@@ -168,14 +169,14 @@ class ObservationBuilder:
 
     Args:
         spec: The layout; ``spec.embed_dim`` must equal ``encoder.dim``.
-        encoder: Any :class:`memory.encoder.Encoder` (``name``, ``dim``, ``encode``).
+        encoder: The sentence encoder (``name``, ``dim``, ``encode``).
         cache_size: How many text embeddings to memoise (LRU).
 
     Raises:
         ValueError: If the spec and the encoder disagree on the embedding width.
     """
 
-    def __init__(self, spec: ObservationSpec, encoder: Any, cache_size: int = 50_000) -> None:
+    def __init__(self, spec: ObservationSpec, encoder: Encoder, cache_size: int = 50_000) -> None:
         if int(encoder.dim) != spec.embed_dim:
             raise ValueError(
                 f"ObservationBuilder: encoder {encoder.name!r} has dim {encoder.dim} but the spec expects "

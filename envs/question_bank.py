@@ -1,7 +1,7 @@
 """The question bank: every question of a split with its retrieved evidence, built once.
 
 Building a bank means, per benchmark sample, ingesting the history into a
-:class:`memory.TieredMemory` once (``benchmarks.memory_builder.build_memory``) and then
+:class:`memory.HierarchicalMemory` once (``benchmarks.memory_builder.build_memory``) and then
 retrieving the top-``k`` evidence for each of that sample's questions
 (``benchmarks.memory_builder.retrieve_evidence``). Retrieval does not depend on the router,
 so the environment never repeats it: episodes only run the routed modules.
@@ -31,13 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.base import Benchmark
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 from benchmarks.registry import get_benchmark
 from benchmarks.types import Question, Sample
 from common.atomic import atomic_write_json
 from common.datadir import PROJECT_ROOT
 from common.provenance import sha256_file
+from memory.config import MemoryConfig
+from memory.encoder import Encoder
 from modules.types import Evidence
+
+#: How a bank's memories are built: the build recipe (chunking, mode, capacities as fractions),
+#: an explicit memory config, or None for the defaults. Its class name is part of the cache key.
+BankMemoryConfig = MemoryBuildConfig | MemoryConfig | None
 
 #: Bump when the bank's content for the same inputs changes meaning (selection, retrieval).
 BANK_VERSION = "bank-v2"  # v2: hybrid BM25 + dense retrieval
@@ -136,7 +143,7 @@ def select_questions(
     return out
 
 
-def _memory_config_dict(memory_config: Any) -> dict[str, Any] | None:
+def _memory_config_dict(memory_config: BankMemoryConfig | Mapping[str, Any]) -> dict[str, Any] | None:
     if memory_config is None:
         return None
     if dataclasses.is_dataclass(memory_config) and not isinstance(memory_config, type):
@@ -155,7 +162,7 @@ def bank_key(
     benchmark_opts: Mapping[str, Any],
     split: str,
     data_files: Sequence[Path],
-    memory_config: Any,
+    memory_config: BankMemoryConfig | Mapping[str, Any],
     encoder_name: str,
     k: int,
     limit: int | None,
@@ -185,8 +192,8 @@ def build_question_bank(
     split: str,
     *,
     data_dir: str | os.PathLike[str] | None = None,
-    encoder: Any,
-    memory_config: Any = None,
+    encoder: Encoder,
+    memory_config: BankMemoryConfig = None,
     k: int = 5,
     limit: int | None = None,
     seed: int = 0,
@@ -276,11 +283,11 @@ def _read_bank(path: Path) -> list[QuestionItem] | None:
 
 
 def _build(
-    bench: Any,
+    bench: Benchmark,
     benchmark: str,
     split: str,
-    encoder: Any,
-    memory_config: Any,
+    encoder: Encoder,
+    memory_config: BankMemoryConfig,
     k: int,
     limit: int | None,
     seed: int,

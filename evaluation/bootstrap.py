@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 #: Defaults used by the frontier command; recorded in its metadata.
 DEFAULT_N_BOOT = 2000
@@ -123,7 +124,7 @@ def make_resampler(
     return Resampler(question_weights=qw.astype(np.float64), seed_weights=sw.astype(np.float64), alpha=alpha)
 
 
-def _as_matrix(values: np.ndarray | list, name: str) -> np.ndarray:
+def _as_matrix(values: ArrayLike, name: str) -> np.ndarray:
     arr = np.asarray(values, dtype=np.float64)
     if arr.ndim == 1:
         arr = arr[None, :]
@@ -132,7 +133,7 @@ def _as_matrix(values: np.ndarray | list, name: str) -> np.ndarray:
     return arr
 
 
-def point_mean(values: np.ndarray | list) -> float:
+def point_mean(values: ArrayLike) -> float:
     """Mean over questions within each seed run, then over seed runs, ignoring NaNs.
 
     NaN marks "no value for this question" (e.g. a failed judge call); such questions
@@ -154,7 +155,7 @@ def point_mean(values: np.ndarray | list) -> float:
     return float(per_seed.mean()) if per_seed.size else float("nan")
 
 
-def replicate_means(values: np.ndarray | list, resampler: Resampler) -> np.ndarray:
+def replicate_means(values: ArrayLike, resampler: Resampler) -> np.ndarray:
     """Return the ``n_boot`` bootstrap replicates of :func:`point_mean`.
 
     Args:
@@ -198,7 +199,7 @@ def interval(replicates: np.ndarray, alpha: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def bootstrap_mean(values: np.ndarray | list, resampler: Resampler) -> tuple[Estimate, np.ndarray]:
+def bootstrap_mean(values: ArrayLike, resampler: Resampler) -> tuple[Estimate, np.ndarray]:
     """Mean with a percentile bootstrap interval.
 
     Args:

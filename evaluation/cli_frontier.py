@@ -67,7 +67,7 @@ from evaluation.report import (
     write_json,
 )
 from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
-from evaluation.tier_search import SEARCH_METHODS, parse_tiers, search_fixed_tiers, tiers_label
+from evaluation.tier_search import SEARCH_METHODS, TierTuple, parse_tiers, search_fixed_tiers, tiers_label
 from modules.cache_pack import cache_summary_line
 
 DEFAULT_BASELINES = "all-low,all-mid,all-high,random,best-fixed"
@@ -221,7 +221,7 @@ def run_with(
         vitems = val_items()
         store_dir = out / "records" / fp / args.val_split
 
-        def evaluate(tiers: tuple) -> tuple[float, float]:
+        def evaluate(tiers: TierTuple) -> tuple[float, float]:
             fr = fixed_run(tiers)
             recs = evaluate_run(
                 fr,

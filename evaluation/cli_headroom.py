@@ -33,6 +33,7 @@ from evaluation.cli_options import add_option_argument, parse_options
 from evaluation.frontier_config import resolve_config
 from evaluation.frontier_runner import RecordStore, record_fingerprint, safe_id
 from evaluation.headroom import (
+    Context,
     evaluate_context,
     format_categories,
     format_headroom,
@@ -107,7 +108,7 @@ def _run_with(
     cfg: dict[str, Any],
     components: Any,
     items: list[Any],
-    contexts: list,
+    contexts: list[Context],
     bench: str,
 ) -> int:
     from tqdm.auto import tqdm

@@ -1,8 +1,8 @@
-"""``python evaluate.py retrieval``: evidence recall@k of the tiered memory on a benchmark split.
+"""``python evaluate.py retrieval``: evidence recall@k of the hierarchical memory on a benchmark split.
 
 For every sample of the split the history is chunked and encoded once (batched; vectors are
 cached on disk), then one memory per ``--modes`` entry is built from the same vectors (by
-default the tiered ``full`` memory, the flat ``oracle_unbounded`` store, and ``dense``: exact
+default the two-level ``full`` memory, the flat ``oracle_unbounded`` store, and ``dense``: exact
 cosine top-k over the chunk vectors without any memory logic), and every question
 with gold evidence is answered by ``retrieve(question, k)`` for each ``k``. Recall@k is the
 share of gold evidence turns inside the retrieved chunks (:mod:`benchmarks.recall`).
@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--modes",
         default="full,oracle_unbounded,dense",
         help="comma-separated memory modes (full, no_ce, no_gate, lru, oracle_unbounded) and/or 'dense' "
-        "(exact cosine top-k over the chunk vectors, no tiered memory)",
+        "(exact cosine top-k over the chunk vectors, no hierarchical memory)",
     )
     parser.add_argument("--encoder", default="minilm", help="encoder registry name (default minilm)")
     parser.add_argument("--max-tokens", type=int, default=ChunkingConfig.max_tokens, help="chunk size bound")
@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_option_argument(parser)
 
 
-#: Pseudo-mode: exact cosine top-k over the chunk vectors, no TieredMemory (plain dense retrieval).
+#: Pseudo-mode: exact cosine top-k over the chunk vectors, no HierarchicalMemory (plain dense retrieval).
 DENSE = "dense"
 
 

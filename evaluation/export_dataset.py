@@ -88,7 +88,7 @@ def _files(inputs: Sequence[str | os.PathLike[str]], patterns: tuple[str, ...]) 
 
 def record_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
     """Flattened episode records with a ``source`` column (see the module docstring)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path, name in _files(inputs, ("*.jsonl", "validation_records*.json")):
         rows.extend({"source": name, **flatten(r)} for r in _read_json_rows(path))
     return rows
@@ -100,7 +100,7 @@ def bank_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
     Raises:
         ValueError: For a JSON file that is not a question-bank cache (``{"ident", "items"}``).
     """
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path, name in _files(inputs, ("*.json",)):
         doc = json.loads(path.read_text(encoding="utf-8"))
         if not (isinstance(doc, dict) and isinstance(doc.get("items"), list)):
@@ -119,7 +119,7 @@ def bank_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
 
 def frontier_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
     """One flattened row per system of ``frontier.json`` files, with a ``source`` column."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path, name in _files(inputs, ("frontier.json",)):
         doc = json.loads(path.read_text(encoding="utf-8"))
         if not (isinstance(doc, dict) and isinstance(doc.get("systems"), list)):

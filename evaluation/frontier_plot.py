@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common.atomic import atomic_write_with
-from evaluation.frontier import pareto_frontier
+from evaluation.frontier import Point, pareto_frontier
 from evaluation.report import FrontierReport
 from evaluation.router_metrics import nondecreasing_hull
 from modules.tier import MODULE_ORDER
@@ -37,7 +37,7 @@ _LABELS = {
 }
 
 
-def _step_xy(points: list, x_max: float) -> tuple[list[float], list[float]]:
+def _step_xy(points: list[Point], x_max: float) -> tuple[list[float], list[float]]:
     xs: list[float] = []
     ys: list[float] = []
     for i, p in enumerate(points):
@@ -80,15 +80,15 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             label=f">= {report.quality_frac:.0%} {q} at <= {report.cost_frac:.0%} cost",
         )
     if "baselines" in report.scores:
-        s = report.scores["baselines"]
-        tag = " (APGR 0.5)" if s.q_hi > s.q_lo else ""  # RouteLLM's APGR of the straight line
+        line = report.scores["baselines"]
+        tag = " (APGR 0.5)" if line.q_hi > line.q_lo else ""  # RouteLLM's APGR of the straight line
         ax.plot(
-            [s.c_lo, s.c_hi],
-            [s.q_lo, s.q_hi],
+            [line.c_lo, line.c_hi],
+            [line.q_lo, line.q_hi],
             ls=":",
             color="grey",
             lw=1,
-            label=f"{s.low} to {s.high} line{tag}",
+            label=f"{line.low} to {line.high} line{tag}",
         )
     colours = plt.get_cmap("viridis")
     for kind, family in (("baseline", "baselines"), ("router", "routers")):
@@ -121,6 +121,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         eq, ec = s.metrics[q], s.metrics[c]
         yerr = [[max(p.quality - eq.lo, 0)], [max(eq.hi - p.quality, 0)]]
         xerr = [[max(p.cost - ec.lo, 0)], [max(ec.hi - p.cost, 0)]]
+        colour: str | tuple[float, float, float, float]
         if s.kind == "router":
             i = routers.index(s)
             colour = colours(i / max(len(routers) - 1, 1) * 0.85)
@@ -170,7 +171,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         plt.close(fig)
 
 
-def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list) -> None:
+def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point]) -> None:
     """The routers' AIQ hull (dashed) and a text box of APGR / CPT / AIQ on the plotted cost axis."""
     rm = report.router_metrics
     if rm is None or rm.low is None:

@@ -27,13 +27,12 @@ import numpy as np
 
 from common.atomic import atomic_write_text
 from common.provenance import git_commit
-from envs.rollout import run_episode
+from envs.components import EnvComponents
+from envs.question_bank import QuestionItem
+from envs.rollout import DecideFn, run_episode
 from evaluation.aggregate import Run, SystemRuns
 from evaluation.tier_search import TierTuple, tiers_label
-from modules.tier import Tier
 from policies.baselines import FixedTierPolicy, RandomPolicy
-
-DecideFn = Callable[[np.ndarray, str], Tier]
 
 #: Config sections that change an evaluation record (others, e.g. ppo/train/wandb, do not).
 RECORD_SECTIONS: tuple[str, ...] = (
@@ -146,10 +145,10 @@ class RunSpec:
     """
 
     run_id: str
-    decide_for: Callable[[Any], DecideFn]
+    decide_for: Callable[[QuestionItem], DecideFn]
     cost_lambda: float | None = None
     seed: int | None = None
-    check: Callable[[Any], None] | None = None
+    check: Callable[[EnvComponents], None] | None = None
 
 
 @dataclass
@@ -165,7 +164,16 @@ class SystemSpec:
 def fixed_run(tiers: TierTuple) -> RunSpec:
     """Run spec of a fixed tier tuple (the same tuple always shares one record file)."""
     policy = FixedTierPolicy(list(tiers))
-    return RunSpec(f"fixed-{tiers_label(tiers).replace(',', '')}", lambda _item: policy.decide)
+    return RunSpec(f"fixed-{tiers_label(tiers).replace(',', '')}", same_for_every_item(policy.decide))
+
+
+def same_for_every_item(decide: DecideFn) -> Callable[[QuestionItem], DecideFn]:
+    """``decide_for`` of a run whose decisions do not depend on the question (fixed tiers, a router)."""
+
+    def decide_for(_item: QuestionItem) -> DecideFn:
+        return decide
+
+    return decide_for
 
 
 def question_seed(seed: int, question_id: str) -> int:
@@ -185,8 +193,8 @@ def random_run(seed: int) -> RunSpec:
 
 def evaluate_run(
     run: RunSpec,
-    items: Sequence[Any],
-    components: Any,
+    items: Sequence[QuestionItem],
+    components: EnvComponents,
     store: RecordStore,
     *,
     chunk: int = 1,
@@ -234,8 +242,8 @@ def evaluate_run(
 
 def evaluate_systems(
     systems: Sequence[SystemSpec],
-    items: Sequence[Any],
-    components: Any,
+    items: Sequence[QuestionItem],
+    components: EnvComponents,
     store_dir: str | Path,
     *,
     chunk: int = 1,
@@ -261,6 +269,6 @@ def mean_of(records: Sequence[Mapping[str, Any]], key: str) -> float:
     return float(np.mean(vals)) if vals else float("nan")
 
 
-def run_episode_tiers(run: RunSpec, item: Any, components: Any) -> tuple[str, ...]:
+def run_episode_tiers(run: RunSpec, item: QuestionItem, components: EnvComponents) -> tuple[str, ...]:
     """Tiers a run picks for one item (a cheap probe used to check determinism)."""
     return tuple(t.name for t in run_episode(item, run.decide_for(item), components).tiers)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from common.provenance import sha256_file
-from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run
+from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run, same_for_every_item
 from evaluation.tier_search import tiers_label
 from modules.tier import MODULE_ORDER, Tier
 from policies.baselines import get_baseline
@@ -96,7 +96,7 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
             run = RunSpec(
                 # λ is an observation feature: the same weights at another λ route differently.
                 run_id=f"router-{sha[:16]}" + (f"-lam{float(lam):g}" if lam is not None else ""),
-                decide_for=lambda _item, r=router: r.decide,
+                decide_for=same_for_every_item(router.decide),
                 cost_lambda=float(lam) if lam is not None else None,
                 seed=int(seed) if isinstance(seed, int) else None,
                 check=router.check_components,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,10 +29,15 @@ from benchmarks.chunking import render_turn
 from benchmarks.metrics import answer_containment
 from benchmarks.types import Sample
 from common.atomic import atomic_write_with
+from envs.components import EnvComponents
+from envs.protocols import Scorer
+from envs.question_bank import QuestionItem
 from evaluation.bootstrap import bootstrap_mean, make_resampler, paired_difference
 from modules.nlp import short_date
 from modules.prompts import evidence_lines
 from modules.tier import MODULE_ORDER, Tier
+
+T = TypeVar("T")
 
 GOLD = "gold evidence"
 RAW = "raw top-k"
@@ -116,7 +121,7 @@ def gold_texts(samples: Sequence[Sample]) -> dict[str, str]:
     return out
 
 
-def stratified(items: Sequence[Any], limit: int | None, category: Callable[[Any], str]) -> list[Any]:
+def stratified(items: Sequence[T], limit: int | None, category: Callable[[T], str]) -> list[T]:
     """At most ``limit`` items, categories in proportion to their share (largest remainder).
 
     Within a category the first items in ``items`` order are taken (the question bank's seeded
@@ -138,7 +143,7 @@ def stratified(items: Sequence[Any], limit: int | None, category: Callable[[Any]
 
 
 def evaluate_context(
-    context: Context, item: Any, components: Any, gold_text: str, scorer: Callable[..., dict[str, float]]
+    context: Context, item: QuestionItem, components: EnvComponents, gold_text: str, scorer: Scorer
 ) -> dict[str, Any]:
     """Answer one question bank item from ``context`` and score it (one headroom record)."""
     q = item.question
@@ -149,7 +154,10 @@ def evaluate_context(
     elif context.kind == "raw":
         text = evidence_lines(item.evidence)
     else:
-        result = components.pipeline.run(q.question, item.evidence, context.tiers, q.question_date)
+        run = components.pipeline.begin(q.question, item.evidence, q.question_date)
+        for tier in context.tiers:
+            run.step(tier)
+        result = run.result()
         text = result.memory_text
         module_cost = float(result.total_cost.value)
         failures += int(result.total_cost.failures)

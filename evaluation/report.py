@@ -329,8 +329,8 @@ def csv_rows(report: FrontierReport) -> list[dict[str, Any]]:
         row.update(rmr.system_columns(report.router_metrics, s.name))
         for c in cats:
             for m in ("f1", "judge"):
-                e = s.per_category.get(c, {}).get(m)
-                row[f"{m}_cat_{c}"] = e.mean if e else ""
+                cat = s.per_category.get(c, {}).get(m)
+                row[f"{m}_cat_{c}"] = cat.mean if cat else ""
         rows.append(row)
     return rows
 

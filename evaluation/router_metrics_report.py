@@ -23,6 +23,7 @@ import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def _views(summaries: Sequence[SystemSummary], quality: str, cost: str) -> tuple
     n_boot = len(summaries[0].replicates[quality])
     costs = {s.name: s.replicates[cost] for s in summaries}
     quals = {s.name: s.replicates[quality] for s in summaries}
-    reps = [{n: (float(costs[n][b]), float(quals[n][b])) for n in point} for b in range(n_boot)]
+    reps: list[View] = [{n: (float(costs[n][b]), float(quals[n][b])) for n in point} for b in range(n_boot)]
     return point, reps
 
 
@@ -169,40 +170,56 @@ def compute_router_metrics(
         if not point[hi][0] > point[lo][0]:
             out.notes.append(f"{hi} does not cost more than {lo} on {axis}: no cost range")
         for fam, members in families.items():
-
-            def pts(v: View, m: list[str] = members) -> list[tuple[float, float]]:
-                return [v[n] for n in m]
-
             out.families.append(
                 FamilyMetrics(
                     fam,
                     axis,
                     members,
-                    apgr=_estimate(lambda v, p=pts: apgr(p(v), _ends(v, lo, hi)), point, reps, alpha),
+                    apgr=_estimate(partial(_family_apgr, members, lo, hi), point, reps, alpha),
                     cpt={
-                        lvl: _estimate(
-                            lambda v, p=pts, x=lvl: cpt(p(v), _ends(v, lo, hi), x), point, reps, alpha
-                        )
+                        lvl: _estimate(partial(_family_cpt, members, lo, hi, lvl), point, reps, alpha)
                         for lvl in CPT_LEVELS
                     },
-                    aiq=_estimate(lambda v, p=pts: aiq(p(v), v[lo], v[lo][0], v[hi][0]), point, reps, alpha),
+                    aiq=_estimate(partial(_family_aiq, members, lo, hi), point, reps, alpha),
                 )
             )
         for s in summaries:
             row = out.per_system.setdefault(s.name, {})
             if "pgr" not in row:
-                row["pgr"] = _estimate(lambda v, n=s.name: pgr(v[n][1], _ends(v, lo, hi)), point, reps, alpha)
+                row["pgr"] = _estimate(partial(_system_pgr, s.name, lo, hi), point, reps, alpha)
                 if oracle is not None and s.kind == "router":
-                    row["oracle_gain"] = _estimate(
-                        lambda v, n=s.name: _gain_share(v[n][1], v[lo][1], v[oracle.name][1]),
-                        point,
-                        reps,
-                        alpha,
-                    )
-            row[f"cost_share_{axis}"] = _estimate(
-                lambda v, n=s.name: cost_share(v[n][0], _ends(v, lo, hi)), point, reps, alpha
-            )
+                    gain = partial(_system_oracle_gain, s.name, lo, oracle.name)
+                    row["oracle_gain"] = _estimate(gain, point, reps, alpha)
+            share = partial(_system_cost_share, s.name, lo, hi)
+            row[f"cost_share_{axis}"] = _estimate(share, point, reps, alpha)
     return out
+
+
+# The per-view statistics, bound with functools.partial (typed, and free of late-binding loop variables).
+
+
+def _family_apgr(members: Sequence[str], lo: str, hi: str, v: View) -> float:
+    return apgr([v[n] for n in members], _ends(v, lo, hi))
+
+
+def _family_cpt(members: Sequence[str], lo: str, hi: str, level: float, v: View) -> float:
+    return cpt([v[n] for n in members], _ends(v, lo, hi), level)
+
+
+def _family_aiq(members: Sequence[str], lo: str, hi: str, v: View) -> float:
+    return aiq([v[n] for n in members], v[lo], v[lo][0], v[hi][0])
+
+
+def _system_pgr(name: str, lo: str, hi: str, v: View) -> float:
+    return pgr(v[name][1], _ends(v, lo, hi))
+
+
+def _system_oracle_gain(name: str, lo: str, oracle: str, v: View) -> float:
+    return _gain_share(v[name][1], v[lo][1], v[oracle][1])
+
+
+def _system_cost_share(name: str, lo: str, hi: str, v: View) -> float:
+    return cost_share(v[name][0], _ends(v, lo, hi))
 
 
 def _gain_share(q: float, q_low: float, q_oracle: float) -> float:

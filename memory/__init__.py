@@ -1,4 +1,4 @@
-"""HTM-EAR tiered memory: two HNSW tiers, importance-aware eviction, gated hybrid retrieval.
+"""HTM-EAR hierarchical memory: two HNSW levels, importance-aware eviction, gated hybrid retrieval.
 
 Public names are exported lazily (PEP 562) so that ``import memory`` stays cheap: torch and
 transformers are imported only when the MiniLM encoder is built, hnswlib only with a memory.
@@ -18,8 +18,8 @@ _EXPORTS: dict[str, str] = {
     "MiniLMEncoder": "memory.encoder",
     "MemoryConfig": "memory.config",
     "MODES": "memory.config",
-    "TieredMemory": "memory.tiered",
-    "RetrievedItem": "memory.tiered",
+    "HierarchicalMemory": "memory.hierarchical",
+    "RetrievedItem": "memory.hierarchical",
     "MemoryLoadError": "memory.persistence",
     "EntityExtractor": "memory.entities",
     "PATTERN_SETS": "memory.entities",
@@ -34,12 +34,12 @@ __all__ = [
     "Encoder",
     "EntityExtractor",
     "HashingEncoder",
+    "HierarchicalMemory",
     "MemoryConfig",
     "MemoryLoadError",
     "MiniLMEncoder",
     "Reranker",
     "RetrievedItem",
-    "TieredMemory",
     "calibrate_gate_threshold",
     "get_encoder",
     "get_reranker",
@@ -51,9 +51,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from memory.config import MODES, MemoryConfig
     from memory.encoder import Encoder, HashingEncoder, MiniLMEncoder, get_encoder, register_encoder
     from memory.entities import PATTERN_SETS, EntityExtractor
+    from memory.hierarchical import HierarchicalMemory, RetrievedItem
     from memory.persistence import MemoryLoadError
     from memory.rerank import Reranker, get_reranker
-    from memory.tiered import RetrievedItem, TieredMemory
 
 
 def __getattr__(name: str) -> Any:

@@ -19,9 +19,9 @@ import numpy as np
 from common.atomic import atomic_write_with
 from memory.config import MemoryConfig
 from memory.encoder import MINILM_FAMILY, Encoder
+from memory.hierarchical import HierarchicalMemory
 from memory.rerank import BiEncoderReranker, Reranker
 from memory.scenarios import BenchmarkData
-from memory.tiered import TieredMemory
 
 
 def cached_embeddings(
@@ -114,7 +114,7 @@ def run_modes(
         if progress:
             progress(mode)
         cfg = base.replace(mode=mode)
-        mem = TieredMemory(cfg, encoder, reranker=reranker_for(cfg, encoder))
+        mem = HierarchicalMemory(cfg, encoder, reranker=reranker_for(cfg, encoder))
         t0 = time.perf_counter()
         ids = mem.ingest(data.texts, data.importance, embeddings=fact_emb)
         ingest_s = time.perf_counter() - t0

@@ -1,4 +1,4 @@
-"""Configuration of a :class:`memory.TieredMemory` (one frozen dataclass, validated on creation)."""
+"""Configuration of a :class:`memory.HierarchicalMemory` (one frozen dataclass, validated on creation)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 #: * ``full``: importance-aware eviction, gated L1 -> L2 routing, hybrid score, reranker stage.
 #: * ``no_ce``: as ``full`` without the reranker stage.
 #: * ``no_gate``: as ``no_ce`` but queries search L1 only (the archive is never consulted).
-#: * ``lru``: both tiers evict by oldest ``last_access``; gate on, no reranker (as in the reference).
+#: * ``lru``: both levels evict by oldest ``last_access``; gate on, no reranker (as in the reference).
 #: * ``oracle_unbounded``: one store that never evicts (an upper bound on retrievability).
 MODES: tuple[str, ...] = ("full", "no_ce", "no_gate", "lru", "oracle_unbounded")
 
@@ -21,7 +21,7 @@ FALLBACKS: tuple[str, ...] = ("merge", "replace")
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """All knobs of the tiered memory. Defaults follow the HTM-EAR paper unless noted.
+    """All knobs of the hierarchical memory. Defaults follow the HTM-EAR paper unless noted.
 
     Attributes:
         l1_capacity: Logical capacity of L1 (working memory).
@@ -29,7 +29,7 @@ class MemoryConfig:
         mode: One of :data:`MODES`.
         eviction_policy: Registry name in :data:`memory.eviction.POLICIES`; ``None`` picks
             ``"lru"`` for mode ``lru`` and ``"importance"`` otherwise.
-        eviction_fraction: Fraction of a tier's capacity evicted in one batch when it is full.
+        eviction_fraction: Fraction of a level's capacity evicted in one batch when it is full.
         essential_threshold: Importance at or above which a fact counts as essential.
         protect_essential_in_l2: L2 pruning rule of the importance policy (see
             :mod:`memory.eviction`): prune non-essential facts first and essential ones only
@@ -51,7 +51,7 @@ class MemoryConfig:
         lexical_weight: Weight of the BM25 lexical channel (:mod:`memory.lexical`) in the final
             ranking, ``(1 - w) * z(dense score) + w * z(BM25)`` over the candidates; 0 turns the
             channel off (the HTM-EAR scenarios run without it, QA benchmarks with it).
-        lexical_k: Lexical candidates added from the searched tiers (the gate still decides
+        lexical_k: Lexical candidates added from the searched levels (the gate still decides
             whether L2 is searched).
         lexical_fields: Metadata fields indexed with an item's text (e.g. the session date).
         entity_patterns: Pattern set name in :data:`memory.entities.PATTERN_SETS`.
@@ -149,7 +149,7 @@ class MemoryConfig:
 
     @property
     def uses_gate(self) -> bool:
-        """Whether retrieval can fall back to L2 (every tiered mode except ``no_gate``)."""
+        """Whether retrieval can fall back to L2 (every two-level mode except ``no_gate``)."""
         return self.mode in ("full", "no_ce", "lru")
 
     @property

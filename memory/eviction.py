@@ -1,10 +1,10 @@
 """Eviction policies (a registry) and the batch victim selection they share.
 
-A policy looks at a tier's live items and names the ones to remove when the tier is full.
+A policy looks at a level's live items and names the ones to remove when the level is full.
 Both policies evict ``max(1, int(eviction_fraction * capacity))`` items in one
 batch (15 % by default), so the O(capacity) selection runs once per ~0.15 * capacity inserts:
 amortised O(1/0.15) work per insert. Selection uses ``np.argpartition`` (linear time), never a
-full sort of the tier.
+full sort of the level.
 
 Importance policy (HTM-EAR): ``score = 0.75 * importance + 0.25 * min(usage / 10, 1)``, lowest
 scores leave first; ties go to the item with the oldest ``last_access`` and then the lowest id,
@@ -22,7 +22,7 @@ unused 0.85 fact scores 0.64): the reference would prune the essential fact, we 
 protects essentials: its evictions are not losses, they move to L2.
 
 LRU policy (baseline): evict the oldest ``last_access`` (a logical clock bumped on insert and on
-retrieval), ignoring importance, in both tiers.
+retrieval), ignoring importance, in both levels.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class TierView:
-    """Read-only arrays over one tier's live items (same order in every array)."""
+class LevelView:
+    """Read-only arrays over one level's live items (same order in every array)."""
 
     item_ids: np.ndarray  # int64
     importance: np.ndarray  # float32
@@ -75,22 +75,22 @@ def lowest_k(primary: np.ndarray, tiebreak: np.ndarray, ids: np.ndarray, n: int)
     return np.concatenate([below, tied]).astype(np.int64, copy=False)
 
 
-def importance_scores(view: TierView) -> np.ndarray:
+def importance_scores(view: LevelView) -> np.ndarray:
     """HTM-EAR retention score ``0.75 * importance + 0.25 * min(usage / 10, 1)`` (float64)."""
     return 0.75 * view.importance.astype(np.float64) + 0.25 * np.minimum(view.usage / 10.0, 1.0)
 
 
 class EvictionPolicy(abc.ABC):
-    """Base class: choose ``n`` victims among a tier's live items."""
+    """Base class: choose ``n`` victims among a level's live items."""
 
     name = "base"
 
     @abc.abstractmethod
-    def select(self, view: TierView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
+    def select(self, view: LevelView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
         """Return the item ids to evict.
 
         Args:
-            view: The tier's live items.
+            view: The level's live items.
             n: Number of victims wanted (clipped to the number of items).
             protect_threshold: If set, items with importance >= it are chosen only when the
                 unprotected items cannot supply ``n`` victims (the L2 rule of the importance
@@ -106,7 +106,7 @@ class ImportancePolicy(EvictionPolicy):
 
     name = "importance"
 
-    def select(self, view: TierView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
+    def select(self, view: LevelView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
         """See :meth:`EvictionPolicy.select`."""
         scores = importance_scores(view)
         if protect_threshold is None:
@@ -129,7 +129,7 @@ class LRUPolicy(EvictionPolicy):
 
     name = "lru"
 
-    def select(self, view: TierView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
+    def select(self, view: LevelView, n: int, *, protect_threshold: float | None = None) -> np.ndarray:
         """See :meth:`EvictionPolicy.select` (``protect_threshold`` is ignored by design)."""
         return view.item_ids[lowest_k(view.last_access, view.item_ids, view.item_ids, n)]
 

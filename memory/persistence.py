@@ -1,4 +1,4 @@
-"""Save and load a :class:`memory.TieredMemory` (both tiers, all metadata, counters).
+"""Save and load a :class:`memory.HierarchicalMemory` (both levels, all metadata, counters).
 
 Layout of a saved directory::
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +27,11 @@ from common.atomic import atomic_write_bytes, atomic_write_json, atomic_write_wi
 from common.provenance import sha256_file
 from memory.config import MemoryConfig
 from memory.encoder import Encoder
-from memory.tier import HNSWTier, ItemBatch
+from memory.level import ItemBatch, MemoryLevel
 
 if TYPE_CHECKING:
+    from memory.hierarchical import HierarchicalMemory
     from memory.rerank import Reranker
-    from memory.tiered import TieredMemory
 
 FORMAT = "htm-ear-memory"
 FORMAT_VERSION = 1
@@ -40,17 +41,15 @@ class MemoryLoadError(ValueError):
     """A saved memory is missing, corrupted, or incompatible with the given encoder."""
 
 
-def save_memory(mem: TieredMemory, directory: str | os.PathLike[str]) -> Path:
+def save_memory(mem: HierarchicalMemory, directory: str | os.PathLike[str]) -> Path:
     """Write ``mem`` to ``directory`` (created if needed); returns the manifest path."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
-    tiers: dict[str, Any] = {}
-    for name, tier in mem.tiers.items():
-        items = tier.all_items()
-        index_path = atomic_write_with(
-            root / f"{name}.hnsw", lambda tmp, t=tier: t.index.save_index(str(tmp))
-        )
+    levels: dict[str, Any] = {}
+    for name, level in mem.levels.items():
+        items = level.all_items()
+        index_path = atomic_write_with(root / f"{name}.hnsw", partial(_save_index, level.index))
         buf = io.BytesIO()
         np.savez(
             buf,
@@ -72,7 +71,7 @@ def save_memory(mem: TieredMemory, directory: str | os.PathLike[str]) -> Path:
         )
         for p in (index_path, npz_path, json_path):
             files[p.name] = sha256_file(p)
-        tiers[name] = {"capacity": tier.capacity, "count": len(items)}
+        levels[name] = {"capacity": level.capacity, "count": len(items)}
     manifest = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -83,10 +82,17 @@ def save_memory(mem: TieredMemory, directory: str | os.PathLike[str]) -> Path:
         "next_id": mem.next_id,
         "clock": mem.clock,
         "stats": mem.stats,
-        "tiers": tiers,
+        # The manifest key predates the level/tier naming split; it stays "tiers" so memories saved
+        # before the rename (and their checksums) still load. It holds the storage levels.
+        "tiers": levels,
         "files": files,
     }
     return atomic_write_json(root / "manifest.json", manifest)
+
+
+def _save_index(index: hnswlib.Index, path: Path) -> None:
+    """Hnswlib writes to a path itself (``atomic_write_with`` hands it the temporary one)."""
+    index.save_index(str(path))
 
 
 def _fail(root: Path, msg: str) -> MemoryLoadError:
@@ -95,19 +101,19 @@ def _fail(root: Path, msg: str) -> MemoryLoadError:
 
 def load_memory(
     directory: str | os.PathLike[str], encoder: Encoder, *, reranker: Reranker | None = None
-) -> TieredMemory:
+) -> HierarchicalMemory:
     """Load a memory written by :func:`save_memory`.
 
     Raises:
         MemoryLoadError: Missing/corrupted files, a checksum mismatch, or an encoder whose name or
             dimension differs from the one the memory was built with.
     """
-    from memory.tiered import TieredMemory
+    from memory.hierarchical import HierarchicalMemory
 
     root = Path(directory)
     man_path = root / "manifest.json"
     if not man_path.is_file():
-        raise _fail(root, "manifest.json not found (was it saved with TieredMemory.save?)")
+        raise _fail(root, "manifest.json not found (was it saved with HierarchicalMemory.save?)")
     try:
         man = json.loads(man_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -136,11 +142,11 @@ def load_memory(
     # Keep the gate threshold the memory was built with, even if calibrations changed since.
     if config.gate_threshold is None and man.get("gate_threshold") is not None:
         config = config.replace(gate_threshold=float(man["gate_threshold"]))
-    mem = TieredMemory(config, encoder, reranker=reranker)
+    mem = HierarchicalMemory(config, encoder, reranker=reranker)
     for name, info in man["tiers"].items():
-        if name not in mem.tiers:
-            raise _fail(root, f"tier {name!r} does not exist in mode {config.mode!r}")
-        mem.tiers[name] = _load_tier(root, name, info, mem.tiers[name], int(man["dim"]))
+        if name not in mem.levels:
+            raise _fail(root, f"level {name!r} does not exist in mode {config.mode!r}")
+        mem.levels[name] = _load_level(root, name, info, mem.levels[name], int(man["dim"]))
     mem.next_id = int(man["next_id"])
     mem.clock = int(man["clock"])
     mem.stats.update({k: int(v) for k, v in man["stats"].items()})
@@ -152,9 +158,9 @@ MANIFEST_KEYS = ("encoder", "dim", "config", "next_id", "clock", "stats", "tiers
 
 
 def _check_manifest(root: Path, man: dict[str, Any]) -> None:
-    """Every manifest key present, and a checksum for every file of every tier.
+    """Every manifest key present, and a checksum for every file of every level.
 
-    An empty ``files`` map used to turn every checksum off silently; now each tier's three
+    An empty ``files`` map used to turn every checksum off silently; now each level's three
     files must be listed.
     """
     fix = f"the save is incomplete or edited: delete {root} so the memory is rebuilt"
@@ -162,14 +168,14 @@ def _check_manifest(root: Path, man: dict[str, Any]) -> None:
     if missing:
         raise _fail(root, f"manifest.json lacks {missing}; {fix}")
     if not isinstance(man["files"], dict) or not isinstance(man["tiers"], dict):
-        raise _fail(root, f"manifest.json 'files' and 'tiers' must be objects; {fix}")
+        raise _fail(root, f"manifest.json 'files' and 'levels' must be objects; {fix}")
     expected = [f"{name}.{ext}" for name in man["tiers"] for ext in ("hnsw", "npz", "json")]
     unlisted = [f for f in expected if f not in man["files"]]
     if unlisted or not man["files"]:
         raise _fail(root, f"manifest.json records no checksum for {unlisted or 'any file'}; {fix}")
 
 
-def _load_tier(root: Path, name: str, info: dict[str, Any], fresh: HNSWTier, dim: int) -> HNSWTier:
+def _load_level(root: Path, name: str, info: dict[str, Any], fresh: MemoryLevel, dim: int) -> MemoryLevel:
     try:
         with np.load(root / f"{name}.npz") as z:
             cols = {k: z[k] for k in ("item_ids", "embeddings", "importance", "usage", "last_access")}
@@ -190,7 +196,7 @@ def _load_tier(root: Path, name: str, info: dict[str, Any], fresh: HNSWTier, dim
         raise _fail(root, f"{name}.hnsw unreadable by hnswlib ({exc})") from exc
     if index.dim != dim:
         raise _fail(root, f"{name}.hnsw has dim {index.dim}, expected {dim}")
-    tier = HNSWTier(
+    level = MemoryLevel(
         name,
         dim,
         info["capacity"],
@@ -207,5 +213,5 @@ def _load_tier(root: Path, name: str, info: dict[str, Any], fresh: HNSWTier, dim
         entities=[frozenset(e) for e in side["entities"]],
         metadata=list(side["metadata"]),
     )
-    tier.restore(batch)
-    return tier
+    level.restore(batch)
+    return level

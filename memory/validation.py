@@ -1,4 +1,4 @@
-"""Input validation for :class:`memory.TieredMemory`: clear errors that name the field and value."""
+"""Input validation for :class:`memory.HierarchicalMemory`: clear errors that name the field and value."""
 
 from __future__ import annotations
 

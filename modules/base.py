@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import TypeGuard
 
 from modules.cost import Cost
 from modules.tier import MODULE_ORDER, Tier
@@ -27,6 +27,10 @@ MODULES_CODE_VERSION = "modules-v1"
 
 #: The modules that extract relation lists from the filtered evidence.
 RELATION_MODULES: tuple[str, ...] = ("entity", "temporal", "topic")
+
+#: A module's structured output: the kept chunks (filter), relation strings (entity, temporal,
+#: topic) or the memory text (summary).
+ModuleValue = tuple[Evidence, ...] | tuple[str, ...] | str
 
 #: Memory text the summary returns when there was no evidence at all.
 EMPTY_MEMORY_TEXT = "(no relevant memories found)"
@@ -84,7 +88,7 @@ class ModuleOutput:
     module: str
     tier: Tier
     text: str
-    value: Any
+    value: ModuleValue
     cost: Cost
     parse_failures: int = 0
     degraded: bool = False
@@ -103,22 +107,52 @@ def render_relations(relations: Mapping[str, tuple[str, ...]]) -> str:
     return "\n".join(f"{m}: {r}" for m in RELATION_MODULES for r in relations.get(m, ()))
 
 
-def output_text(module: str, value: Any) -> str:
+def _all_evidence(value: ModuleValue) -> TypeGuard[tuple[Evidence, ...]]:
+    return isinstance(value, tuple) and all(isinstance(e, Evidence) for e in value)
+
+
+def _all_str(value: ModuleValue) -> TypeGuard[tuple[str, ...]]:
+    return isinstance(value, tuple) and all(isinstance(r, str) for r in value)
+
+
+def kept_evidence(value: ModuleValue) -> tuple[Evidence, ...]:
+    """The filter's value as chunks.
+
+    Raises:
+        TypeError: A filter tier returned something other than a tuple of ``Evidence`` (a bug).
+    """
+    if _all_evidence(value):
+        return value
+    raise TypeError(f"the filter's value must be a tuple of Evidence, got {type(value).__name__}")
+
+
+def relation_strings(module: str, value: ModuleValue) -> tuple[str, ...]:
+    """A relation module's value as strings.
+
+    Raises:
+        TypeError: The tier returned something other than a tuple of strings (a bug).
+    """
+    if _all_str(value):
+        return value
+    raise TypeError(f"module {module!r}'s value must be a tuple of str, got {type(value).__name__}")
+
+
+def output_text(module: str, value: ModuleValue) -> str:
     """The text form of a module's structured value."""
     if module == "filter":
-        return render_evidence(value)
+        return render_evidence(kept_evidence(value))
     if module in RELATION_MODULES:
-        return "\n".join(value)
+        return "\n".join(relation_strings(module, value))
     return str(value)
 
 
 def empty_output(inp: ModuleInput, tier: Tier) -> ModuleOutput:
     """The defined output for empty input: no evidence kept, no relations, a fixed summary."""
-    value: Any = () if inp.module != "summary" else EMPTY_MEMORY_TEXT
+    value: ModuleValue = () if inp.module != "summary" else EMPTY_MEMORY_TEXT
     return ModuleOutput(inp.module, tier, output_text(inp.module, value), value, Cost())
 
 
-def fallback_value(inp: ModuleInput, k: int | None = None) -> Any:
+def fallback_value(inp: ModuleInput, k: int | None = None) -> ModuleValue:
     """The degraded value a module returns when its tier fails (documented contract).
 
     * ``filter``: the first ``k`` retrieved chunks in retrieval order -- i.e. no filtering;

@@ -20,10 +20,10 @@ cost less than, or look like, a real result.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
-from modules.base import ModuleInput, ModuleOutput, fallback_value, output_text
+from modules.base import ModuleInput, ModuleOutput, ModuleValue, fallback_value, kept_evidence, output_text
 from modules.cache import CachedLLM
 from modules.cost import Cost
 from modules.parsing import ParseError, extract_section, parse_indices, parse_string_list, parse_summary
@@ -39,6 +39,7 @@ from modules.prompts import (
     finalise_request,
 )
 from modules.tier import Tier
+from modules.types import Evidence
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,9 @@ class LLMTierConfig:
         return DEFAULT_MAX_TOKENS[module] + STYLE_EXTRA_TOKENS[self.style]
 
 
-def parse_value(module: str, style: Style, text: str, inp_evidence: tuple[Any, ...], k: int = 5) -> Any:
+def parse_value(
+    module: str, style: Style, text: str, inp_evidence: tuple[Evidence, ...], k: int = 5
+) -> ModuleValue:
     """Turn raw model text into the module's value (raises :class:`ParseError`).
 
     For the filter, at most ``k`` selected chunks are kept, in retrieval order.
@@ -124,7 +127,7 @@ class LLMTier:
         }
 
     def _degraded(
-        self, inp: ModuleInput, cost: Cost, error: str, *, parse_failures: int = 0, notes=()
+        self, inp: ModuleInput, cost: Cost, error: str, *, parse_failures: int = 0, notes: Sequence[str] = ()
     ) -> ModuleOutput:
         value = fallback_value(inp, self.config.filter_k)
         return ModuleOutput(
@@ -139,12 +142,12 @@ class LLMTier:
             notes=tuple(notes),
         )
 
-    def _value(self, inp: ModuleInput, style: Style, text: str, shown: tuple[Any, ...]) -> Any:
+    def _value(self, inp: ModuleInput, style: Style, text: str, shown: tuple[Evidence, ...]) -> ModuleValue:
         """Parse the model's text; under ``keep_evidence`` add what the cheaper tiers keep."""
         keep = self.config.keep_evidence
         if self.module == "filter" and keep:
             # Pad from everything retrieved, not only from what fitted the prompt.
-            selected = parse_value("filter", style, text, shown, self.config.filter_k)
+            selected = kept_evidence(parse_value("filter", style, text, shown, self.config.filter_k))
             rest = [e for e in inp.evidence if e not in selected]
             return tuple([*selected, *rest][: self.config.filter_k])
         value = parse_value(self.module, style, text, shown, self.config.filter_k)

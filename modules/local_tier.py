@@ -17,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, output_text
+from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, ModuleValue, output_text
 from modules.cache import CallCache
 from modules.pricing import CostModel
 from modules.tier import Tier
@@ -133,7 +133,7 @@ class LocalTier:
             if self.cache is not None:
                 self.cache.put(key, stored)
         raw = stored["raw"]
-        value: Any = (
+        value: ModuleValue = (
             tuple(inp.evidence[i] for i in raw)
             if self.module == "filter"
             else (tuple(raw) if isinstance(raw, list) else raw)

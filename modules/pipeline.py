@@ -27,6 +27,8 @@ from modules.base import (
     Module,
     ModuleInput,
     ModuleOutput,
+    kept_evidence,
+    relation_strings,
     render_evidence,
     render_relations,
 )
@@ -154,9 +156,9 @@ class PipelineRun:
         inp = self.current_input()
         out = self.pipeline.modules[inp.module].run(inp, tier)
         if inp.module == "filter":
-            self.filtered = tuple(out.value)
+            self.filtered = kept_evidence(out.value)
         elif inp.module in RELATION_MODULES:
-            self.relations[inp.module] = tuple(out.value)
+            self.relations[inp.module] = relation_strings(inp.module, out.value)
         self.outputs[inp.module] = out
         self._pos += 1
         return out

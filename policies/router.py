@@ -2,7 +2,8 @@
 
 This module imports only the standard library, numpy, torch, ``common.cost_weight`` and
 ``policies.network`` (itself torch-only) at import time. ``route`` additionally uses the env
-components passed to it (pipeline, encoder, observation builder); it never imports them itself.
+components passed to it (pipeline, encoder, observation builder); it never imports them itself
+(their types are imported for type checkers only).
 
     router = Router.load("runs/locomo__implementation__lam0.1__s0/router")
     tiers = [router.decide(obs, module) ...]          # inside an env/rollout
@@ -20,7 +21,7 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -28,6 +29,12 @@ import torch
 from common.cost_weight import CostWeight
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
+
+if TYPE_CHECKING:  # type checkers only: importing them would pull the whole pipeline into a router
+    from envs.components import EnvComponents
+    from modules.cost import Cost
+    from modules.pipeline import PipelineResult
+    from modules.types import Evidence
 
 FORMAT = "budget-router/router"
 FORMAT_VERSION = 1
@@ -67,15 +74,15 @@ class RouteResult:
     """
 
     tiers: tuple[Tier, ...]
-    pipeline_result: Any
+    pipeline_result: PipelineResult
 
     @property
     def memory_text(self) -> str:
         """The pipeline's final memory text (what the answer model reads)."""
-        return str(self.pipeline_result.memory_text)
+        return self.pipeline_result.memory_text
 
     @property
-    def total_cost(self) -> Any:
+    def total_cost(self) -> Cost:
         """The pipeline's total ``Cost``."""
         return self.pipeline_result.total_cost
 
@@ -183,7 +190,7 @@ class Router:
     # A whole pipeline run
     # ---------------------------------------------------------------------------------------
 
-    def check_components(self, components: Any) -> None:
+    def check_components(self, components: EnvComponents) -> None:
         """Refuse components whose observation layout or encoder differ from the checkpoint's.
 
         Raises:
@@ -202,8 +209,8 @@ class Router:
     def route(
         self,
         query: str,
-        evidence: Sequence[Any],
-        components: Any,
+        evidence: Sequence[Evidence],
+        components: EnvComponents,
         question_date: str | None = None,
         cost_lambda: float | None = None,
     ) -> RouteResult:
@@ -252,6 +259,6 @@ class Router:
             obs = builder.build(index, query_emb, text, {k: scalars[k] for k in spec.scalar_names})
             tier = self.decide(obs, module)
             out = run.step(tier)
-            spent += float(out.cost.value)
+            spent += out.cost.value
             tiers.append(tier)
         return RouteResult(tiers=tuple(tiers), pipeline_result=run.result())

@@ -14,7 +14,7 @@ import numpy as np
 from envs.observation import ObservationSpec
 
 
-class ToyRouterEnv(gym.Env[np.ndarray, int]):
+class ToyRouterEnv(gym.Env[np.ndarray, np.int64]):
     """Five decisions per episode; the best tier depends on the module and on the query.
 
     At module ``i`` the best tier is HIGH when the query embedding's first coordinate is positive
@@ -52,7 +52,7 @@ class ToyRouterEnv(gym.Env[np.ndarray, int]):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict]:
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         """Draw a new unit-norm query and start at the first module."""
         super().reset(seed=seed)
         if seed is not None:
@@ -62,7 +62,7 @@ class ToyRouterEnv(gym.Env[np.ndarray, int]):
         self._i = 0
         return self._obs(), {}
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+    def step(self, action: np.int64 | int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Pay 1 for the best tier; the episode ends after the fifth module."""
         reward = float(int(action) == self.best(self._i))
         self._i += 1

@@ -1,4 +1,4 @@
-"""Speed benchmark of the tiered memory on Scenario B (15,000 facts, L1 500, L2 5,000), per encoder.
+"""Speed benchmark of the hierarchical memory on Scenario B (15,000 facts, L1 500, L2 5,000), per encoder.
 
 Compares encoders (``--encoders``) at several thread counts (``--threads``) side by side in one
 process; every repeat runs all variants back to back, so load from other jobs on a shared
@@ -6,10 +6,10 @@ machine hits them alike, and medians over repeats are reported. Per variant:
 
   * encode throughput: batched encoding (batch 64) of ``--encode-subset`` facts, per wall
     second and per second of process CPU time (all threads; what idle cores would give);
-  * index throughput: ``TieredMemory.ingest`` of all 15,000 facts with precomputed vectors
-    (eviction, L1->L2 moves, both tiers' hnswlib inserts; no encoding), wall and CPU;
+  * index throughput: ``HierarchicalMemory.ingest`` of all 15,000 facts with precomputed vectors
+    (eviction, L1->L2 moves, both levels' hnswlib inserts; no encoding), wall and CPU;
   * ingest throughput implied by both (``1 / (1/encode + 1/index)``), wall and CPU; and,
-    for ``--e2e-encoders``, ``TieredMemory.ingest(texts)`` measured end to end (encode + index);
+    for ``--e2e-encoders``, ``HierarchicalMemory.ingest(texts)`` measured end to end (encode + index);
   * retrieval latency in mode ``no_ce`` (no reranker) over the 201 active + history queries:
     ``retrieve(q, query_embedding=v)`` (index only) and encode-the-query-alone + retrieve (what
     a user's ``retrieve(q)`` costs), p50 and mean of per-query medians over repeats. The
@@ -39,7 +39,7 @@ import numpy as np
 
 from common.atomic import atomic_write_json
 from common.provenance import run_metadata
-from memory import MemoryConfig, TieredMemory, get_encoder
+from memory import HierarchicalMemory, MemoryConfig, get_encoder
 from memory.bench import cached_embeddings
 from memory.encoder import Encoder
 from memory.scenarios import SCENARIOS, generate_synthetic
@@ -112,10 +112,10 @@ def main() -> int:
     for _ in range(args.repeats):
         # Index-only ingest once per encoder (hnswlib runs one thread; the encoder's threads do
         # not matter here); the filled memory then serves that encoder's retrieval timings.
-        mems: dict[str, TieredMemory] = {}
+        mems: dict[str, HierarchicalMemory] = {}
         index_rates: dict[str, tuple[float, float]] = {}
         for n in names:
-            mem = TieredMemory(base, get_encoder(n))
+            mem = HierarchicalMemory(base, get_encoder(n))
             t0, c0 = time.perf_counter(), time.process_time()
             mem.ingest(data.texts, data.importance, embeddings=fact_emb[n])
             index_rates[n] = (_rate(sc.n, time.perf_counter() - t0), _rate(sc.n, time.process_time() - c0))
@@ -131,7 +131,7 @@ def main() -> int:
             r.setdefault("encode_cpu", []).append(_rate(len(subset), time.process_time() - c0))
 
             if enc.name in e2e:
-                m2 = TieredMemory(base, enc)
+                m2 = HierarchicalMemory(base, enc)
                 t0, c0 = time.perf_counter(), time.process_time()
                 m2.ingest(data.texts, data.importance)
                 r.setdefault("e2e", []).append(_rate(sc.n, time.perf_counter() - t0))

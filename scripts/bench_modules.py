@@ -1,6 +1,6 @@
 """Benchmark every module x tier of a tiering strategy on real LoCoMo questions.
 
-For each question the evidence is retrieved from the conversation's tiered memory
+For each question the evidence is retrieved from the conversation's hierarchical memory
 (``benchmarks.memory_builder``, MiniLM, top-k). Each module is measured in isolation on the
 input it would see in a pipeline whose upstream modules run at MID (so every tier of a module
 gets the same input). Three passes:

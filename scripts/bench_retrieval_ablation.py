@@ -3,7 +3,7 @@
 Every variant runs the same command (``evaluation.cli_retrieval``) on the same split with the
 same chunk vectors (embedding cache), so rows differ only in the lever named:
 
-  * ``dense (old default)``: tiered memory, dense ranking only (``--lexical-weight 0``);
+  * ``dense (old default)``: hierarchical memory, dense ranking only (``--lexical-weight 0``);
   * ``bm25 only``: the BM25 channel alone (``--lexical-weight 1``);
   * ``hybrid, no dates``: dense + BM25 fused, session dates not indexed;
   * ``hybrid (default)``: dense + BM25 fused with session dates indexed (the new default);

@@ -9,6 +9,9 @@ import pytest
 from modules.backends import get_backend
 from modules.backends.base import BackendError, GenerationRequest
 
+# The vLLM engine is an optional extra (scale path): `-m "not vllm"` skips these tests.
+pytestmark = pytest.mark.vllm
+
 
 class FakeTokenizer:
     """Word-level tokenizer: each whitespace word is one id; the chat template adds 3 ids per message."""

@@ -57,8 +57,8 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
 # One module per layer, each importing the layer just below it at top level: the legal flow.
 CLEAN = {
     "common/atomic.py": "X = 1\n",
-    "memory/tiered.py": "from common.atomic import X\n",
-    "modules/pipeline.py": "from memory.tiered import X\n",
+    "memory/hierarchical.py": "from common.atomic import X\n",
+    "modules/pipeline.py": "from memory.hierarchical import X\n",
     "benchmarks/loader.py": "from modules.pipeline import X\n",
     "envs/episode.py": "from benchmarks.loader import X\n",
     "policies/router.py": "from envs.episode import X\n",
@@ -125,7 +125,7 @@ def test_clean_tree_keeps_scale_paths_optional(tmp_path):
     ("module", "text"),
     [
         ("envs/components.py", "from modules.serving import start\n"),  # a core module importing serving
-        ("modules/pipeline.py", "from memory.tiered import X\nimport modules.backends.vllm_offline\n"),
+        ("modules/pipeline.py", "from memory.hierarchical import X\nimport modules.backends.vllm_offline\n"),
         ("policies/training/loop.py", "def sweep():\n    import ray\n"),  # Ray outside the sweep module
         ("evaluation/frontier.py", "from policies.training import sweep_ray\n"),
         ("modules/cache.py", "import redis\n"),

@@ -64,6 +64,6 @@ def test_reranker_for_reuses_a_minilm_variant_memory_s_own_vectors():
     cfg = MemoryConfig(l1_capacity=10, l2_capacity=10, gate_threshold=0.5, reranker="bi_encoder")
     rr = reranker_for(cfg, SimpleNamespace(name="minilm-int8", dim=384))
     assert isinstance(rr, BiEncoderReranker) and rr.encoder_name == "minilm-int8"
-    # Other encoders keep the config's default reranker (built by TieredMemory).
+    # Other encoders keep the config's default reranker (built by HierarchicalMemory).
     assert reranker_for(cfg, SimpleNamespace(name="hashing", dim=384)) is None
     assert reranker_for(cfg.replace(reranker="lexical"), SimpleNamespace(name="minilm-int8", dim=384)) is None

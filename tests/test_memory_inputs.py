@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
 
-from memory import MemoryConfig, TieredMemory, get_encoder
+from memory import HierarchicalMemory, MemoryConfig, get_encoder
 
 
 @pytest.fixture
 def mem():
-    return TieredMemory(
+    return HierarchicalMemory(
         MemoryConfig(l1_capacity=10, l2_capacity=10, gate_threshold=0.5), get_encoder("hashing")
     )
 

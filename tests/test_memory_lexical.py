@@ -1,9 +1,9 @@
-"""The BM25 lexical channel of the tiered memory (hybrid retrieval)."""
+"""The BM25 lexical channel of the hierarchical memory (hybrid retrieval)."""
 
 import numpy as np
 import pytest
 
-from memory import MemoryConfig, TieredMemory, get_encoder
+from memory import HierarchicalMemory, MemoryConfig, get_encoder
 from memory.lexical import LexicalIndex, lexical_text, lexical_tokens, zscore
 
 DOCS = [
@@ -55,7 +55,7 @@ def _memory(weight, **kw):
     cfg = MemoryConfig(
         l1_capacity=8, l2_capacity=100, mode="no_ce", gate_threshold=0.99, lexical_weight=weight, **kw
     )
-    mem = TieredMemory(cfg, get_encoder("hashing"))
+    mem = HierarchicalMemory(cfg, get_encoder("hashing"))
     facts = _facts()
     mem.ingest(facts, [0.5] * len(facts), metadata=[{"timestamp": f"day {i}"} for i in range(len(facts))])
     return mem
@@ -93,7 +93,7 @@ def test_dates_in_metadata_are_searchable():
 
 
 def test_weight_zero_keeps_the_dense_ranking_exactly():
-    a = TieredMemory(
+    a = HierarchicalMemory(
         MemoryConfig(l1_capacity=8, l2_capacity=100, mode="no_ce", gate_threshold=0.99),
         get_encoder("hashing"),
     )
@@ -119,7 +119,7 @@ def test_config_validation(field, value, match):
 def test_saved_memory_keeps_the_lexical_channel(tmp_path):
     mem = _memory(0.5)
     mem.save(tmp_path / "m")
-    back = TieredMemory.load(tmp_path / "m", get_encoder("hashing"))
+    back = HierarchicalMemory.load(tmp_path / "m", get_encoder("hashing"))
     assert back.config.lexical_weight == 0.5 and back.config.lexical_fields == ("timestamp",)
     q = "Which class did she take in Zanzibar?"
     assert [i.text for i in back.retrieve(q, 3)] == [i.text for i in mem.retrieve(q, 3)]

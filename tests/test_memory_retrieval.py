@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from memory import MemoryConfig, TieredMemory, get_encoder
+from memory import HierarchicalMemory, MemoryConfig, get_encoder
 from memory.calibration import calibrate_gate_threshold, gate_threshold_for
 from memory.rerank import get_reranker
 
@@ -21,26 +21,26 @@ def _query(i):
 def _mem(**kw):
     cfg = dict(l1_capacity=20, l2_capacity=100, mode="no_ce", gate_threshold=0.3)
     cfg.update(kw)
-    mem = TieredMemory(MemoryConfig(**cfg), get_encoder("hashing"))
+    mem = HierarchicalMemory(MemoryConfig(**cfg), get_encoder("hashing"))
     mem.ingest(FACTS, [0.5] * 30)  # 0..29; 20 fit L1, so evictions move the oldest to L2
     return mem
 
 
 def test_gate_passes_when_l1_top_hit_covers_query_entities():
     mem = _mem()
-    assert mem.tier_of(29) == "L1"
+    assert mem.level_of(29) == "L1"
     res = mem.retrieve(_query(29))
     assert mem.last_gate.reason == "pass" and not mem.last_gate.fell_back
-    assert res[0].item_id == 29 and res[0].tier == "L1"
-    assert all(r.tier == "L1" for r in res)
+    assert res[0].item_id == 29 and res[0].level == "L1"
+    assert all(r.level == "L1" for r in res)
 
 
 def test_gate_falls_back_on_missing_entity_and_finds_l2_item():
     mem = _mem()
-    assert mem.tier_of(0) == "L2"
+    assert mem.level_of(0) == "L2"
     res = mem.retrieve(_query(0))
     assert mem.last_gate.reason == "entities" and mem.last_gate.fell_back
-    assert res[0].item_id == 0 and res[0].tier == "L2"
+    assert res[0].item_id == 0 and res[0].level == "L2"
 
 
 def test_gate_falls_back_on_low_similarity():
@@ -53,15 +53,15 @@ def test_gate_falls_back_on_low_similarity():
 def test_no_gate_mode_never_reads_l2():
     mem = _mem(mode="no_gate")
     res = mem.retrieve(_query(0), k=5)
-    assert mem.last_gate.reason == "off" and all(r.tier == "L1" for r in res)
+    assert mem.last_gate.reason == "off" and all(r.level == "L1" for r in res)
     assert 0 not in [r.item_id for r in res]
 
 
 def test_merge_keeps_l1_candidates_and_replace_drops_them():
     merged = _mem(fallback="merge").retrieve(_query(0), k=30)
     replaced = _mem(fallback="replace").retrieve(_query(0), k=30)
-    assert {r.tier for r in merged} == {"L1", "L2"}
-    assert {r.tier for r in replaced} == {"L2"}
+    assert {r.level for r in merged} == {"L1", "L2"}
+    assert {r.level for r in replaced} == {"L2"}
 
 
 def test_hybrid_score_and_usage_updates():
@@ -70,7 +70,7 @@ def test_hybrid_score_and_usage_updates():
     top = res[0]
     # sim^3 + 0.8 * |{Subsystem-29}| + 0.1 * 0.5
     assert top.score == pytest.approx(top.similarity**3 + 0.8 + 0.05, abs=1e-5)
-    l1 = mem.tiers["L1"]
+    l1 = mem.levels["L1"]
     for r in res:
         row = l1.row(r.item_id)
         assert l1.usage[row] == 1 and l1.last_access[row] == mem.clock
@@ -103,7 +103,7 @@ def test_calibration_and_threshold_lookup():
         gate_threshold_for("never-calibrated")
 
 
-def test_delete_removes_items_from_either_tier():
+def test_delete_removes_items_from_either_level():
     mem = _mem()
     assert mem.delete([0, 29, 12345]) == 2
     assert 0 not in mem and 29 not in mem and len(mem) == 28

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks.registry import get_benchmark
 from common.datadir import DataFileError
-from memory import MemoryConfig, MemoryLoadError, TieredMemory, get_encoder
+from memory import HierarchicalMemory, MemoryConfig, MemoryLoadError, get_encoder
 from modules.cache import CallCache
 from modules.cache_stores.base import CacheStoreError
 from policies.router import METADATA_FILE, WEIGHTS_FILE, Router, RouterLoadError
@@ -88,7 +88,7 @@ def test_router_metadata_that_is_a_list_or_not_utf8(tmp_path, content, match):
 
 def _saved_memory(tmp_path):
     cfg = MemoryConfig(l1_capacity=8, l2_capacity=32, reranker="lexical")
-    mem = TieredMemory(cfg, get_encoder("hashing"))
+    mem = HierarchicalMemory(cfg, get_encoder("hashing"))
     mem.ingest([f"fact number {i} about item {i * 7}" for i in range(20)], [0.5] * 20)
     mem.save(tmp_path)
     return tmp_path / "manifest.json"
@@ -101,16 +101,16 @@ def test_memory_manifest_missing_a_key(tmp_path):
     manifest.write_text(json.dumps(man))
     match = rf"{tmp_path}: manifest.json lacks \['clock'\].*delete {tmp_path}"
     with pytest.raises(MemoryLoadError, match=match):
-        TieredMemory.load(tmp_path, get_encoder("hashing"))
+        HierarchicalMemory.load(tmp_path, get_encoder("hashing"))
 
 
 def test_memory_manifest_with_empty_files_map_does_not_turn_checksums_off(tmp_path):
     manifest = _saved_memory(tmp_path)
     man = json.loads(manifest.read_text())
-    tier = next(iter(man["tiers"]))
-    side = tmp_path / f"{tier}.json"
+    level = next(iter(man["tiers"]))
+    side = tmp_path / f"{level}.json"
     side.write_text(side.read_text().replace("fact number", "FACT NUMBER"))  # a corrupted save
     man["files"] = {}
     manifest.write_text(json.dumps(man))
-    with pytest.raises(MemoryLoadError, match=rf"records no checksum for \[.*'{tier}.json'"):
-        TieredMemory.load(tmp_path, get_encoder("hashing"))
+    with pytest.raises(MemoryLoadError, match=rf"records no checksum for \[.*'{level}.json'"):
+        HierarchicalMemory.load(tmp_path, get_encoder("hashing"))

@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from benchmarks.judge import JudgeResult
+from benchmarks.types import Question
 from common.cost_weight import CostWeight
 from envs.fakes import OPTIMAL_TIERS, TIER_COSTS, make_fake_bank, make_fake_components, question_type
 from envs.reward import RewardShaper
@@ -82,16 +84,14 @@ def test_evaluate_and_summarize_per_category():
     assert summarize_records(all_low)["overall"]["f1"] == 0.0
 
 
-class _Verdict:
-    def __init__(self, score, failed):
-        self.score, self.failed, self.raw = score, failed, ""
-
-
 class _FakeJudge:
-    def judge(self, question, prediction):
+    """The AnswerJudge role without an LLM: right iff the prediction is the gold answer."""
+
+    def judge(self, question: Question, prediction: str) -> JudgeResult:
         if question.category == "what":
-            return _Verdict(None, True)
-        return _Verdict(1.0 if prediction == question.answer else 0.0, False)
+            return JudgeResult(None, True, "", protocol="fake", prompt_hash="p0")
+        score = 1.0 if prediction == question.answer else 0.0
+        return JudgeResult(score, False, "", protocol="fake", prompt_hash="p0")
 
 
 def test_judge_metric_and_failures():
@@ -100,6 +100,8 @@ def test_judge_metric_and_failures():
     recs = evaluate_policy(lambda o, m: Tier.HIGH, items, comps, progress=False)
     by_cat = {r.category: r for r in recs}
     assert by_cat["when"].judge == 1.0 and not by_cat["when"].judge_failed
+    # The record names the verdict's protocol and prompt hash (what a judge score is comparable with).
+    assert (by_cat["when"].judge_protocol, by_cat["when"].judge_prompt_hash) == ("fake", "p0")
     assert by_cat["what"].judge_failed and by_cat["what"].task_score("judge") == 0.0
     s = summarize_records(recs)["overall"]
     # The failed verdict is counted, not averaged in as a 0 (the reward still counts it as 0, above).

@@ -20,6 +20,9 @@ from modules.batching import BatchStats, LockstepBatcher
 from modules.cache import CachedLLM, CallCache
 from modules.tier import Tier
 
+# Lockstep batching is an optional scale path: `-m "not batching"` skips these tests.
+pytestmark = pytest.mark.batching
+
 TAGS = {"module": "entity", "tier": "HIGH", "strategy": "implementation"}
 
 

@@ -116,6 +116,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory):
     proc.wait(10)
 
 
+@pytest.mark.redis
 def test_redis_store_is_shared_by_concurrent_processes(redis_url: str) -> None:
     from modules.cache_stores.redis_store import RedisStore
 
@@ -128,6 +129,7 @@ def test_redis_store_is_shared_by_concurrent_processes(redis_url: str) -> None:
     store.clear()
 
 
+@pytest.mark.redis
 def test_unreachable_redis_is_a_clear_error() -> None:
     pytest.importorskip("redis")
     from modules.cache_stores.redis_store import RedisStore

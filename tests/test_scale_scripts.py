@@ -23,6 +23,7 @@ def _load(name: str):
     return module
 
 
+@pytest.mark.vllm
 def test_check_vllm_gpu_imports_without_vllm_and_explains_itself() -> None:
     module = _load("check_vllm_gpu")  # importing must not import vLLM or touch a GPU
     assert callable(module.main)
@@ -36,6 +37,7 @@ def test_check_vllm_gpu_imports_without_vllm_and_explains_itself() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.batching
 @needs_locomo
 def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
@@ -63,6 +65,7 @@ def test_bench_rollouts_fake_backend_runs_and_batches(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 @needs_locomo
 def test_bench_sweep_calls_counts_new_calls_per_trial_and_module(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
@@ -84,6 +87,7 @@ def test_bench_sweep_calls_counts_new_calls_per_trial_and_module(tmp_path: Path)
 
 
 @pytest.mark.slow
+@pytest.mark.ray
 @needs_locomo
 def test_bench_sweep_calls_conditioned_run_counts_calls_and_validates_every_lambda(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
@@ -102,6 +106,7 @@ def test_bench_sweep_calls_conditioned_run_counts_calls_and_validates_every_lamb
     assert (run / "router").is_dir()
 
 
+@pytest.mark.batching
 def test_bench_rollouts_llamacpp_config_composes(tmp_path: Path) -> None:
     """The llama.cpp config of every N composes (no model is loaded): slots = N, threads from the CLI."""
     import argparse

@@ -18,6 +18,9 @@ from modules.cache import CachedLLM, CallCache
 from modules.fault_proxy import FaultProxy
 from modules.serving import free_port
 
+# OpenAI-compatible serving is an optional scale path: `-m "not serving"` skips these tests.
+pytestmark = pytest.mark.serving
+
 TAGS = {"module": "answer", "tier": "HIGH", "strategy": "implementation"}
 
 

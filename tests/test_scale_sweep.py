@@ -15,6 +15,9 @@ import pytest
 from policies.training.sweep_ray import PID_FILE, run_trial, trial_config
 from tests.support import TINY_TRAIN_OVERRIDES, needs_locomo
 
+# Ray Tune sweeps are an optional extra (scale path): `-m "not ray"` skips these tests.
+pytestmark = pytest.mark.ray
+
 
 def _overrides(tmp: Path) -> list[str]:
     paths = [f"cache.path={tmp / 'calls.sqlite'}", f"question_bank.cache_dir={tmp / 'banks'}"]

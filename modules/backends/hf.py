@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
 from modules.backends.gguf_tokenizer import load_gguf_tokenizer
@@ -94,7 +94,9 @@ class TransformersBackend(LLMBackend):
             ids = self.tokenizer.apply_chat_template(
                 [dict(m) for m in request.messages], add_generation_prompt=True, tokenize=True
             )
-            return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+            if isinstance(ids, Mapping):  # newer transformers return a BatchEncoding
+                return list(ids["input_ids"])
+            return list(cast(list[int], ids))  # tokenize=True on one conversation: its token ids
         return list(self.tokenizer(completion_prompt(request))["input_ids"])
 
     def _error(self, msg: str, start: float) -> GenerationResult:
@@ -132,7 +134,7 @@ class TransformersBackend(LLMBackend):
         except Exception as exc:  # e.g. out of memory; reported, not raised
             return self._error(f"transformers {type(exc).__name__}: {exc}", start)
         new = out[0, ids.shape[1] :].tolist()
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        text = cast(str, self.tokenizer.decode(new, skip_special_tokens=True))  # one sequence: one str
         cut = [text.find(s) for s in stops if s and s in text]
         hit_eos = bool(new) and new[-1] in _eos_ids(self.model, self.tokenizer)
         finish = "stop" if cut or hit_eos or len(new) < request.max_tokens else "length"

@@ -185,4 +185,4 @@ class LlamaCppBackend(LLMBackend):
 
     def close(self) -> None:
         """Drop the server (frees the model and KV cache once garbage-collected)."""
-        self._server = None  # type: ignore[assignment]
+        self._server = None

@@ -11,6 +11,7 @@ info dicts) is exactly DummyVecEnv's, and the envs share one ``EnvComponents`` i
 from __future__ import annotations
 
 from copy import deepcopy
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ class BatchedVecEnv(DummyVecEnv):
 
     def step_wait(self) -> VecEnvStepReturn:
         """Step all envs together (LLM calls batched), then fill the buffers like DummyVecEnv."""
-        outs = self.batcher.run([lambda i=i: self._step_one(i) for i in range(self.num_envs)])
+        outs = self.batcher.run([partial(self._step_one, i) for i in range(self.num_envs)])
         for env_idx, (obs, rew, terminated, truncated, info, final_obs, reset_info) in enumerate(outs):
             self.buf_rews[env_idx] = rew
             self.buf_infos[env_idx] = info

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, KVWriter, Logger
 
@@ -85,7 +85,8 @@ class Tracker:
                 entity=settings.entity,
                 group=settings.group or f"{bench}__{strategy}",
                 name=run_name,
-                mode=settings.mode,
+                # WandbSettings checked the mode against WANDB_MODES, wandb's own literals.
+                mode=cast(Literal["online", "offline", "disabled", "shared"], settings.mode),
                 # $WANDB_DIR wins (wandb's own convention); otherwise the files stay in the run dir.
                 dir=os.environ.get("WANDB_DIR") or str(run_dir),
                 config=config,

@@ -22,7 +22,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from envs.factory import make_env
 from envs.reward import RewardShaper
-from envs.router_env import jsonable
+from envs.router_env import MemoryRouterEnv, jsonable
 
 
 class TrainingStateWrapper(gym.Wrapper):
@@ -31,9 +31,15 @@ class TrainingStateWrapper(gym.Wrapper):
     ``VecEnv.env_method`` reaches these methods in-process and in subprocesses alike.
     """
 
+    def _router_env(self) -> MemoryRouterEnv:
+        env = self.env.unwrapped
+        if not isinstance(env, MemoryRouterEnv):
+            raise TypeError(f"TrainingStateWrapper wraps a MemoryRouterEnv, got {type(env).__name__}")
+        return env
+
     def training_state(self) -> dict[str, Any]:
         """Reward-shaper state and the question-order RNG state (JSON-friendly)."""
-        env = self.env.unwrapped
+        env = self._router_env()
         return {
             "reward_shaper": env.reward_shaper.state_dict(),
             "np_random": jsonable(env.np_random.bit_generator.state),
@@ -41,7 +47,7 @@ class TrainingStateWrapper(gym.Wrapper):
 
     def load_training_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`training_state` saved."""
-        env = self.env.unwrapped
+        env = self._router_env()
         env.reward_shaper.load_state_dict(state["reward_shaper"])
         rng = np.random.Generator(np.random.PCG64())
         rng.bit_generator.state = state["np_random"]

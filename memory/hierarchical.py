@@ -1,7 +1,7 @@
-"""``TieredMemory``: HTM-EAR's two-tier memory with gated hybrid retrieval.
+"""``HierarchicalMemory``: HTM-EAR's two-level memory with gated hybrid retrieval.
 
 Ingestion: texts are encoded in batches, entities extracted, and items inserted into L1. When a
-tier is full, its eviction policy removes a batch (15 % of capacity); L1's victims move to L2,
+level is full, its eviction policy removes a batch (15 % of capacity); L1's victims move to L2,
 L2's victims are pruned for good (counted in ``stats["pruned_total"]``, essential ones in
 ``stats["essential_lost"]``). Insertion is chunked so that evictions happen exactly where a
 one-at-a-time insert loop would trigger them, while hnswlib receives whole chunks.
@@ -12,7 +12,7 @@ all among the top hit's entities. With ``fallback="merge"`` (our default) L1 and
 are scored together; ``"replace"`` reproduces the reference, where L2's candidates replace L1's.
 Candidates are ranked by ``sim^3 + 0.8 * |q_ents & item_ents| + 0.1 * importance``; mode
 ``full`` then rescores the top 20 with a reranker (``0.85 * rerank + 0.15 * hybrid``).
-With ``lexical_weight > 0`` (hybrid retrieval, :mod:`memory.lexical`) the searched tiers also
+With ``lexical_weight > 0`` (hybrid retrieval, :mod:`memory.lexical`) the searched levels also
 contribute their top BM25 items as candidates, every candidate is scored by the dense pipeline
 (reranker included, over all candidates) and by BM25, and the two are mixed as
 ``(1 - w) * z(dense) + w * z(BM25)``; with ``w = 0`` the code path above is unchanged. Returned
@@ -32,10 +32,10 @@ import numpy as np
 from memory.config import MemoryConfig
 from memory.encoder import Encoder
 from memory.entities import EntityExtractor
-from memory.eviction import TierView, batch_size, get_policy
+from memory.eviction import LevelView, batch_size, get_policy
+from memory.level import ItemBatch, MemoryLevel
 from memory.lexical import LexicalIndex, lexical_text, zscore
 from memory.rerank import Reranker, get_reranker
-from memory.tier import HNSWTier, ItemBatch
 from memory.validation import (
     DEFAULT_IMPORTANCE,
     check_embeddings,
@@ -50,11 +50,11 @@ class RetrievedItem:
     """One retrieval result.
 
     Attributes:
-        item_id: Memory-assigned id (from :meth:`TieredMemory.ingest`).
+        item_id: Memory-assigned id (from :meth:`HierarchicalMemory.ingest`).
         text: Stored text.
         score: Final ranking score (hybrid, or reranked in mode ``full``).
         similarity: Inner product of the query and item vectors (cosine; both unit norm).
-        tier: ``"L1"`` or ``"L2"`` (the oracle's single store reports ``"L1"``).
+        level: ``"L1"`` or ``"L2"`` (the oracle's single store reports ``"L1"``).
         importance: Stored importance in [0, 1].
         metadata: Caller metadata given at ingestion.
     """
@@ -63,7 +63,7 @@ class RetrievedItem:
     text: str
     score: float
     similarity: float
-    tier: str
+    level: str
     importance: float
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -77,8 +77,8 @@ class GateDecision:
     top1_similarity: float | None
 
 
-class TieredMemory:
-    """Two HNSW tiers with importance-aware eviction and gated hybrid retrieval.
+class HierarchicalMemory:
+    """Two HNSW levels with importance-aware eviction and gated hybrid retrieval.
 
     Args:
         config: Memory configuration.
@@ -91,7 +91,7 @@ class TieredMemory:
 
     def __init__(self, config: MemoryConfig, encoder: Encoder, *, reranker: Reranker | None = None) -> None:
         if not isinstance(config, MemoryConfig):
-            raise TypeError(f"TieredMemory: config must be a MemoryConfig, got {type(config).__name__}")
+            raise TypeError(f"HierarchicalMemory: config must be a MemoryConfig, got {type(config).__name__}")
         self.config = config
         self.encoder = encoder
         self.dim = int(encoder.dim)
@@ -109,13 +109,24 @@ class TieredMemory:
                 if config.gate_threshold is not None
                 else gate_threshold_for(encoder.name)
             )
-        hnsw = {"m": config.hnsw_m, "ef_construction": config.hnsw_ef_construction, "ef": config.hnsw_ef}
-        self.tiers: dict[str, HNSWTier] = {}
+
+        def level(name: str, capacity: int | None, seed: int) -> MemoryLevel:
+            return MemoryLevel(
+                name,
+                self.dim,
+                capacity,
+                m=config.hnsw_m,
+                ef_construction=config.hnsw_ef_construction,
+                ef=config.hnsw_ef,
+                seed=seed,
+            )
+
+        self.levels: dict[str, MemoryLevel] = {}
         if config.mode == "oracle_unbounded":
-            self.tiers["L1"] = HNSWTier("L1", self.dim, None, seed=config.seed, **hnsw)
+            self.levels["L1"] = level("L1", None, config.seed)
         else:
-            self.tiers["L1"] = HNSWTier("L1", self.dim, config.l1_capacity, seed=config.seed, **hnsw)
-            self.tiers["L2"] = HNSWTier("L2", self.dim, config.l2_capacity, seed=config.seed + 1, **hnsw)
+            self.levels["L1"] = level("L1", config.l1_capacity, config.seed)
+            self.levels["L2"] = level("L2", config.l2_capacity, config.seed + 1)
         self.next_id = 0
         self.clock = 0
         self.stats: dict[str, int] = {
@@ -136,15 +147,15 @@ class TieredMemory:
     # ------------------------------------------------------------------ basics
 
     def __len__(self) -> int:
-        return sum(len(t) for t in self.tiers.values())
+        return sum(len(t) for t in self.levels.values())
 
     def __contains__(self, item_id: object) -> bool:
-        return any(item_id in t for t in self.tiers.values())
+        return any(item_id in t for t in self.levels.values())
 
-    def tier_of(self, item_id: int) -> str | None:
-        """Name of the tier holding ``item_id``, or ``None`` if it was pruned/deleted/never existed."""
-        for name, tier in self.tiers.items():
-            if item_id in tier:
+    def level_of(self, item_id: int) -> str | None:
+        """Name of the level holding ``item_id``, or ``None`` if it was pruned/deleted/never existed."""
+        for name, level in self.levels.items():
+            if item_id in level:
                 return name
         return None
 
@@ -208,31 +219,31 @@ class TieredMemory:
         return ids.tolist()
 
     def _insert(self, name: str, batch: ItemBatch) -> None:
-        """Insert into tier ``name``, evicting a batch whenever the tier is full."""
-        tier = self.tiers[name]
+        """Insert into level ``name``, evicting a batch whenever the level is full."""
+        level = self.levels[name]
         pos = 0
         while pos < len(batch):
-            free = tier.free_slots
+            free = level.free_slots
             if free is None:  # unbounded store
-                tier.add(batch.take(slice(pos, None)))
+                level.add(batch.take(slice(pos, None)))
                 return
             if free == 0:
                 self._evict(name)
-                free = tier.free_slots or 0
-            tier.add(batch.take(slice(pos, pos + free)))
+                free = level.free_slots or 0
+            level.add(batch.take(slice(pos, pos + free)))
             pos += free
 
     def _evict(self, name: str) -> None:
-        tier = self.tiers[name]
-        assert tier.capacity is not None
-        rows = tier.live_rows()
-        view = TierView(tier.ids[rows], tier.importance[rows], tier.usage[rows], tier.last_access[rows])
+        level = self.levels[name]
+        assert level.capacity is not None
+        rows = level.live_rows()
+        view = LevelView(level.ids[rows], level.importance[rows], level.usage[rows], level.last_access[rows])
         protect = (
             self.config.essential_threshold if name == "L2" and self.config.protect_essential_in_l2 else None
         )
-        victims = tier.remove(
+        victims = level.remove(
             self.policy.select(
-                view, batch_size(tier.capacity, self.config.eviction_fraction), protect_threshold=protect
+                view, batch_size(level.capacity, self.config.eviction_fraction), protect_threshold=protect
             )
         )
         if name == "L1":
@@ -251,10 +262,10 @@ class TieredMemory:
             How many items were deleted.
         """
         done = 0
-        for tier in self.tiers.values():
-            present = np.array([i for i in item_ids if i in tier], dtype=np.int64)
+        for level in self.levels.values():
+            present = np.array([i for i in item_ids if i in level], dtype=np.int64)
             if len(present):
-                tier.remove(present)
+                level.remove(present)
                 done += len(present)
         self.stats["deleted"] += done
         return done
@@ -296,32 +307,32 @@ class TieredMemory:
         q_ents = self.extractor.extract(query)
         self.stats["queries"] += 1
 
-        l1 = self.tiers["L1"]
+        l1 = self.levels["L1"]
         k1 = max(cfg.l1_k, cfg.l2_k) if cfg.mode == "oracle_unbounded" else cfg.l1_k
         rows1, sims1 = l1.search(q, k1)
         parts = [("L1", rows1, sims1)]
         self.last_gate = GateDecision(False, "off", float(sims1[0]) if len(sims1) else None)
-        if self.gate_threshold is not None and "L2" in self.tiers:
+        if self.gate_threshold is not None and "L2" in self.levels:
             reason = self._gate(rows1, sims1, q_ents)
             self.last_gate = GateDecision(reason != "pass", reason, self.last_gate.top1_similarity)
             if reason != "pass":
                 self.stats["gate_fallbacks"] += 1
-                rows2, sims2 = self.tiers["L2"].search(q, cfg.l2_k)
+                rows2, sims2 = self.levels["L2"].search(q, cfg.l2_k)
                 parts = [*parts, ("L2", rows2, sims2)] if cfg.fallback == "merge" else [("L2", rows2, sims2)]
         if cfg.lexical_weight > 0:
             return self._rank_hybrid(query, q, q_ents, parts, k)
         return self._rank(query, q, q_ents, parts, k)
 
     def lexical_index(self) -> LexicalIndex:
-        """BM25 over all live items, rebuilt when any tier changed since the last query."""
-        key = tuple((id(t), t.version) for t in self.tiers.values())
+        """BM25 over all live items, rebuilt when any level changed since the last query."""
+        key = tuple((id(t), t.version) for t in self.levels.values())
         if self._lexical is None or key != self._lexical_key:
             ids: list[int] = []
             texts: list[str] = []
-            for tier in self.tiers.values():
-                for r in tier.live_rows().tolist():
-                    ids.append(int(tier.ids[r]))
-                    texts.append(lexical_text(tier.texts[r], tier.meta[r], self.config.lexical_fields))
+            for level in self.levels.values():
+                for r in level.live_rows().tolist():
+                    ids.append(int(level.ids[r]))
+                    texts.append(lexical_text(level.texts[r], level.meta[r], self.config.lexical_fields))
             self._lexical, self._lexical_key = LexicalIndex(ids, texts), key
         return self._lexical
 
@@ -333,18 +344,18 @@ class TieredMemory:
         parts: list[tuple[str, np.ndarray, np.ndarray]],
         k: int,
     ) -> list[RetrievedItem]:
-        """Dense candidates plus each searched tier's top BM25 items, ranked by the fused score."""
+        """Dense candidates plus each searched level's top BM25 items, ranked by the fused score."""
         cfg = self.config
         index = self.lexical_index()
         bm25 = dict(zip(index.item_ids.tolist(), index.scores(query).tolist(), strict=True))
-        seen = {int(self.tiers[name].ids[r]) for name, rows, _ in parts for r in rows}
+        seen = {int(self.levels[name].ids[r]) for name, rows, _ in parts for r in rows}
         extra: list[tuple[str, np.ndarray, np.ndarray]] = []
         for name in dict.fromkeys(name for name, _, _ in parts):
-            tier = self.tiers[name]
-            live = [(s, i) for i, s in bm25.items() if s > 0 and i in tier and i not in seen]
+            level = self.levels[name]
+            live = [(s, i) for i, s in bm25.items() if s > 0 and i in level and i not in seen]
             top = sorted(live, key=lambda p: (-p[0], p[1]))[: cfg.lexical_k]
-            rows = np.array([tier.row_of(i) for _, i in top], dtype=np.int64)
-            sims = tier.emb[rows] @ q if len(rows) else np.zeros(0, dtype=np.float32)
+            rows = np.array([level.row_of(i) for _, i in top], dtype=np.int64)
+            sims = level.emb[rows] @ q if len(rows) else np.zeros(0, dtype=np.float32)
             extra.append((name, rows, sims))
         return self._rank(query, q, q_ents, [*parts, *extra], k, lexical=bm25)
 
@@ -355,7 +366,7 @@ class TieredMemory:
         assert self.gate_threshold is not None
         if sims[0] < self.gate_threshold:
             return "similarity"
-        if not q_ents <= self.tiers["L1"].entities[int(rows[0])]:
+        if not q_ents <= self.levels["L1"].entities[int(rows[0])]:
             return "entities"
         return "pass"
 
@@ -374,13 +385,13 @@ class TieredMemory:
         ]
         if not cand:
             return []
-        tiers = [self.tiers[name] for name, _, _ in cand]
+        levels = [self.levels[name] for name, _, _ in cand]
         sims = np.array([s for _, _, s in cand], dtype=np.float64)
-        ids = np.array([t.ids[r] for t, (_, r, _) in zip(tiers, cand, strict=True)], dtype=np.int64)
-        imp = np.array([t.importance[r] for t, (_, r, _) in zip(tiers, cand, strict=True)], dtype=np.float64)
+        ids = np.array([t.ids[r] for t, (_, r, _) in zip(levels, cand, strict=True)], dtype=np.int64)
+        imp = np.array([t.importance[r] for t, (_, r, _) in zip(levels, cand, strict=True)], dtype=np.float64)
         if q_ents:
             overlap = np.array(
-                [len(q_ents & t.entities[r]) for t, (_, r, _) in zip(tiers, cand, strict=True)],
+                [len(q_ents & t.entities[r]) for t, (_, r, _) in zip(levels, cand, strict=True)],
                 dtype=np.float64,
             )
         else:
@@ -391,12 +402,12 @@ class TieredMemory:
             + cfg.importance_weight * imp
         )
         if lexical is not None:
-            score = self._fuse(query, q, cand, tiers, score, ids, lexical)
+            score = self._fuse(query, q, cand, levels, score, ids, lexical)
         # Sort by score desc, then id asc: deterministic under ties.
         order = np.lexsort((ids, -score))
         if lexical is None and cfg.uses_reranker and self.reranker is not None:
             top = order[: cfg.rerank_top]
-            final = self._reranked(query, q, cand, tiers, score, top)
+            final = self._reranked(query, q, cand, levels, score, top)
             score = score.copy()
             score[top] = final
             order = top[np.lexsort((ids[top], -final))]
@@ -404,17 +415,17 @@ class TieredMemory:
         out: list[RetrievedItem] = []
         for i in order[:k]:
             name, row, sim = cand[i]
-            tier = tiers[i]
-            tier.touch(np.array([row]), self.clock)
+            level = levels[i]
+            level.touch(np.array([row]), self.clock)
             out.append(
                 RetrievedItem(
                     item_id=int(ids[i]),
-                    text=tier.texts[row],
+                    text=level.texts[row],
                     score=float(score[i]),
                     similarity=sim,
-                    tier=name,
+                    level=name,
                     importance=float(imp[i]),
-                    metadata=dict(tier.meta[row]),
+                    metadata=dict(level.meta[row]),
                 )
             )
         return out
@@ -424,15 +435,15 @@ class TieredMemory:
         query: str,
         q: np.ndarray,
         cand: list[tuple[str, int, float]],
-        tiers: list[HNSWTier],
+        levels: list[MemoryLevel],
         hybrid: np.ndarray,
         idx: np.ndarray,
     ) -> np.ndarray:
         """``rerank_weight * rerank + (1 - rerank_weight) * hybrid`` of the candidates ``idx``."""
         assert self.reranker is not None
         cfg = self.config
-        texts = [tiers[i].texts[cand[i][1]] for i in idx]
-        embs = np.stack([tiers[i].emb[cand[i][1]] for i in idx])
+        texts = [levels[i].texts[cand[i][1]] for i in idx]
+        embs = np.stack([levels[i].emb[cand[i][1]] for i in idx])
         rr = self.reranker.score(
             query, texts, query_embedding=q, item_embeddings=embs, encoder_name=self.encoder.name
         )
@@ -443,7 +454,7 @@ class TieredMemory:
         query: str,
         q: np.ndarray,
         cand: list[tuple[str, int, float]],
-        tiers: list[HNSWTier],
+        levels: list[MemoryLevel],
         hybrid: np.ndarray,
         ids: np.ndarray,
         lexical: dict[int, float],
@@ -452,14 +463,14 @@ class TieredMemory:
         cfg = self.config
         dense = hybrid
         if cfg.uses_reranker and self.reranker is not None:
-            dense = self._reranked(query, q, cand, tiers, hybrid, np.arange(len(cand)))
+            dense = self._reranked(query, q, cand, levels, hybrid, np.arange(len(cand)))
         lex = np.array([lexical.get(int(i), 0.0) for i in ids], dtype=np.float64)
         return (1.0 - cfg.lexical_weight) * zscore(dense) + cfg.lexical_weight * zscore(lex)
 
     # ------------------------------------------------------------- persistence
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Save both tiers, all metadata and counters atomically (see :mod:`memory.persistence`)."""
+        """Save both levels, all metadata and counters atomically (see :mod:`memory.persistence`)."""
         from memory.persistence import save_memory
 
         save_memory(self, directory)
@@ -467,7 +478,7 @@ class TieredMemory:
     @classmethod
     def load(
         cls, directory: str | os.PathLike[str], encoder: Encoder, *, reranker: Reranker | None = None
-    ) -> TieredMemory:
+    ) -> HierarchicalMemory:
         """Load a memory saved by :meth:`save`.
 
         Raises:
@@ -479,4 +490,4 @@ class TieredMemory:
         return load_memory(directory, encoder, reranker=reranker)
 
 
-__all__ = ["DEFAULT_IMPORTANCE", "GateDecision", "RetrievedItem", "TieredMemory"]
+__all__ = ["DEFAULT_IMPORTANCE", "GateDecision", "HierarchicalMemory", "RetrievedItem"]

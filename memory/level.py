@@ -1,4 +1,4 @@
-"""One HNSW tier: an hnswlib index plus per-item metadata, with a logical capacity.
+"""One HNSW level: an hnswlib index plus per-item metadata, with a logical capacity.
 
 hnswlib labels are the memory's item ids (unique for the memory's lifetime, never reused), so
 hnswlib's own slot reuse (``allow_replace_deleted``) can never confuse a deleted label with a
@@ -17,7 +17,7 @@ import numpy as np
 
 @dataclass
 class ItemBatch:
-    """Parallel columns describing items moving into, out of, or between tiers."""
+    """Parallel columns describing items moving into, out of, or between levels."""
 
     item_ids: np.ndarray  # int64 (n,)
     embeddings: np.ndarray  # float32 (n, dim)
@@ -46,7 +46,7 @@ class ItemBatch:
         )
 
 
-class HNSWTier:
+class MemoryLevel:
     """An inner-product HNSW index over unit vectors with item metadata.
 
     Args:
@@ -72,7 +72,7 @@ class HNSWTier:
         _index: hnswlib.Index | None = None,
     ) -> None:
         if capacity is not None and capacity <= 0:
-            raise ValueError(f"tier {name}: capacity must be > 0 (or None for unbounded), got {capacity}")
+            raise ValueError(f"level {name}: capacity must be > 0 (or None for unbounded), got {capacity}")
         self.name = name
         self.dim = int(dim)
         self.capacity = capacity
@@ -139,7 +139,7 @@ class HNSWTier:
         """Row of a live item.
 
         Raises:
-            KeyError: If the id is not stored in this tier.
+            KeyError: If the id is not stored in this level.
         """
         return self._row_of[int(item_id)]
 
@@ -158,12 +158,12 @@ class HNSWTier:
             return
         if self.capacity is not None and len(self) + n > self.capacity:
             raise ValueError(
-                f"tier {self.name}: adding {n} items to {len(self)} exceeds capacity {self.capacity}"
+                f"level {self.name}: adding {n} items to {len(self)} exceeds capacity {self.capacity}"
             )
         dup = [int(i) for i in batch.item_ids if int(i) in self._row_of]
         if dup:
-            raise ValueError(f"tier {self.name}: item ids already present: {dup[:5]}")
-        if len(self) + n > self._rows:  # unbounded tier: grow index and arrays by doubling
+            raise ValueError(f"level {self.name}: item ids already present: {dup[:5]}")
+        if len(self) + n > self._rows:  # unbounded level: grow index and arrays by doubling
             new_rows = max(self._rows * 2, len(self) + n)
             self.index.resize_index(new_rows)
             self._alloc(new_rows)
@@ -180,7 +180,7 @@ class HNSWTier:
         labels = set(self.index.get_ids_list())
         missing = [int(i) for i in batch.item_ids if int(i) not in labels]
         if missing:
-            raise ValueError(f"tier {self.name}: ids {missing[:5]} are in the metadata but not in the index")
+            raise ValueError(f"level {self.name}: ids {missing[:5]} are in the metadata but not in the index")
         if len(batch) > self._rows:
             self._alloc(len(batch))
         self._store(batch)
@@ -207,12 +207,12 @@ class HNSWTier:
         """Delete items by id and return their records.
 
         Raises:
-            KeyError: If an id is not in this tier.
+            KeyError: If an id is not in this level.
         """
         try:
             rows = np.array([self._row_of.pop(int(i)) for i in item_ids], dtype=np.int64)
         except KeyError as exc:
-            raise KeyError(f"tier {self.name}: item id {exc.args[0]} is not stored here") from None
+            raise KeyError(f"level {self.name}: item id {exc.args[0]} is not stored here") from None
         out = self._batch(rows)
         self.version += 1
         for r, iid in zip(rows.tolist(), out.item_ids.tolist(), strict=True):
@@ -253,10 +253,10 @@ class HNSWTier:
 
         Args:
             query: Unit vector ``(dim,)``.
-            k: Number of neighbours (clipped to the tier size).
+            k: Number of neighbours (clipped to the level size).
 
         Returns:
-            ``(rows, similarities)``, best first; empty arrays if the tier is empty.
+            ``(rows, similarities)``, best first; empty arrays if the level is empty.
         """
         k = min(k, len(self))
         if k <= 0:
