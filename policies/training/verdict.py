@@ -69,7 +69,7 @@ def fixed_path_verdict(
     if path not in paths:
         paths.append(path)
     records = {p: list(evaluate_path(p)) for p in paths}
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "path": path_name(p),
             "f1": float(np.mean([r.f1 for r in recs])),
