@@ -1,0 +1,46 @@
+"""scripts/bench_ladder_evidence.py: the local ladder's evidence proxy (no answerer)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support import needs_locomo
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("ladder", ROOT / "scripts" / "bench_ladder_evidence.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_variants_parse_and_bad_ones_are_named():
+    ladder = _load()
+    got = ladder.parse_variants("a:keep_evidence=true,filter_retrieval_weight=0.5; b:")
+    assert got == {"a": {"keep_evidence": True, "filter_retrieval_weight": 0.5}, "b": {}}
+    with pytest.raises(ValueError, match="'keep_evidence=true' is not 'name:key=value"):
+        ladder.parse_variants("keep_evidence=true")
+
+
+@needs_locomo
+def test_keep_evidence_mid_keeps_the_budget_and_the_template(tmp_path, capsys):
+    ladder = _load()
+    args = ["--split", "val", "--limit", "3", "--experiment", "none", "--out", str(tmp_path)]
+    for override in ("backend=fake", "encoder=hashing", f"question_bank.cache_dir={tmp_path}"):
+        args += ["--set", override]
+    args += ["--variants", "thr:keep_evidence=false,module_topk=2;keep:keep_evidence=true,module_topk=2"]
+    assert ladder.main(args) == 0
+    res = json.loads((tmp_path / "locomo_val.json").read_text())["results"]
+    assert res["keep"]["MID"]["kept"] == 2.0  # padded to the budget
+    assert res["thr"]["MID"]["kept"] <= 2.0
+    # MID under keep_evidence reads the LOW template plus its key sentences: never less of the answer
+    assert res["keep"]["MID"]["containment"] >= res["keep"]["LOW"]["containment"]
+    assert res["keep"]["MID"]["chars"] > res["keep"]["LOW"]["chars"]
+    assert "| keep | all-MID | 3 |" in capsys.readouterr().out
