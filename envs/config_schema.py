@@ -18,6 +18,7 @@ and ``memory`` (``benchmarks.memory_builder.MemoryBuildConfig``'s fields, checke
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -229,35 +230,31 @@ def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"config {key}={value!r} is unknown; choose one of {list(choices)}")
 
 
-#: Keys the schema fills in that no YAML file set before it existed, with their defaults. Hashes of
-#: configs (evaluation record fingerprints, the resume check) leave them out while they hold these
-#: values, so records and checkpoints made before the schema keep their keys.
-ADDED_BY_SCHEMA: dict[str, Any] = {
-    "judge.protocol": "budgetmem",
-    "question_bank.limit": None,
-    "question_bank.split": "train",
-    "cost.low_pct": 5.0,
-    "cost.high_pct": 95.0,
-    "cost.alpha.value": 1.0,
-    "cost.alpha.min": 0.01,
-    "cost.alpha.max": 100.0,
-    "cost.alpha.std_floor": 1e-5,
-}
+#: Keys the schema fills in that no YAML file set before it existed. Hashes of configs (evaluation
+#: record fingerprints, the resume check) leave them out while they hold the schema's default, so
+#: records and checkpoints made before the schema keep their keys.
+ADDED_BY_SCHEMA = (
+    "judge.protocol",
+    "question_bank.limit",
+    "question_bank.split",
+    "cost.low_pct",
+    "cost.high_pct",
+    "cost.alpha.value",
+    "cost.alpha.min",
+    "cost.alpha.max",
+    "cost.alpha.std_floor",
+)
 
 
 def without_added_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``cfg`` without the :data:`ADDED_BY_SCHEMA` keys that hold their default."""
-    out = copy_tree(cfg)
-    for dotted, default in ADDED_BY_SCHEMA.items():
+    out = copy.deepcopy(dict(cfg))
+    defaults = OmegaConf.structured(EnvConfig)
+    for dotted in ADDED_BY_SCHEMA:
         *parents, leaf = dotted.split(".")
         node: Any = out
         for p in parents:
             node = node.get(p) if isinstance(node, dict) else None
-        if isinstance(node, dict) and leaf in node and node[leaf] == default:
+        if isinstance(node, dict) and leaf in node and node[leaf] == OmegaConf.select(defaults, dotted):
             del node[leaf]
     return out
-
-
-def copy_tree(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a nested mapping whose mappings are all plain, new dicts (leaves are shared)."""
-    return {k: copy_tree(v) if isinstance(v, Mapping) else v for k, v in cfg.items()}

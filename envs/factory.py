@@ -64,12 +64,8 @@ def make_registered_env(
         ValueError: If ``config`` names a different benchmark than the id.
     """
     cfg = copy.deepcopy(dict(config or {}))
-    raw = cfg.get("benchmark")
-    named = raw if isinstance(raw, str) else (raw or {}).get("name")
+    named = (cfg.get("benchmark") or {}).get("name")
     if named is not None and named != benchmark:
         raise ValueError(f"gym id is for benchmark {benchmark!r} but config benchmark.name is {named!r}")
-    if isinstance(raw, Mapping):
-        cfg["benchmark"] = {**raw, "name": benchmark}
-    else:
-        cfg["benchmark"] = {"name": benchmark}
+    cfg["benchmark"] = {**(cfg.get("benchmark") or {}), "name": benchmark}
     return make_env(cfg, **kwargs)
