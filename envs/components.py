@@ -121,8 +121,7 @@ class _BackendPool:
         name = spec.pop("name", None)
         if name is None:
             raise ConfigError(f"config {where}: missing backend 'name' (one of {sorted(BACKENDS)})")
-        if name not in BACKENDS:
-            raise ConfigError(f"config {where}.name={name!r} is unknown; choose one of {sorted(BACKENDS)}")
+        check_choice(f"{where}.name", name, tuple(sorted(BACKENDS)))
         key = json.dumps({"name": name, **spec}, sort_keys=True, default=str)
         if key not in self._built:
             try:
