@@ -16,6 +16,7 @@ from common.config_error import ConfigError
 from policies.router import WEIGHTS_FILE, Router
 from policies.training.config import load_config
 from policies.training.settings import parse_config
+from policies.training.verdict import fixed_path
 from tests.support import TINY_TRAIN_OVERRIDES, needs_locomo
 
 
@@ -153,6 +154,14 @@ def test_run_directory_contents_and_provenance(shared, tmp_path):
     assert all(np.isfinite(h["objective"]) and h["score"] == h["objective"] for h in history)
     assert "| p_high |" in (run / "validation.md").read_text()
     assert result["timesteps"] == 40
+    # The closing verdict: a fixed-path router is compared with the fixed paths on the same questions.
+    saved = json.loads((run / "result.json").read_text())["fixed_path_verdict"]
+    path = fixed_path(router.metadata["validation"]["summary"]["tiers"])
+    assert (saved is None) == (path is None)
+    if saved is not None:
+        assert {r["path"] for r in saved["rows"]} >= {"all-low", "all-mid", "all-high"}
+        assert saved["n"] == result["n_val_questions"]
+        assert saved["lines"][0].startswith("router: a fixed path")
 
 
 @pytest.mark.slow

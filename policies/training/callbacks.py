@@ -30,6 +30,7 @@ from common.atomic import atomic_write_json, atomic_write_text
 from envs.reward import RewardShaper
 from envs.router_env import episode_cost
 from modules.tier import Tier
+from policies.baselines import FixedTierPolicy
 from policies.export import export_router
 from policies.training.summary import (
     flat_metrics,
@@ -39,6 +40,7 @@ from policies.training.summary import (
     tier_ratios,
 )
 from policies.training.vec_env import sync_reward_statistics
+from policies.training.verdict import fixed_path, fixed_path_verdict
 
 
 def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callable[[np.ndarray, str], Tier]:
@@ -278,6 +280,32 @@ class ValidationCallback(BaseCallback):
         if self.verbose:
             print(f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f})")
         return summary
+
+    def fixed_path_verdict(self) -> dict[str, Any] | None:
+        """If the best router always takes one tier path, compare it with the fixed paths.
+
+        Runs the uniform paths (and the router's own) over the validation questions; see
+        :func:`policies.training.verdict.fixed_path_verdict`. None when the router routes by
+        question or no validation ran.
+        """
+        tiers = (self.best_summary or {}).get("tiers")
+        path = fixed_path(tiers) if tiers else None
+        if path is None:
+            return None
+        if self.reward_shaper is not None and getattr(self, "training_env", None) is not None:
+            sync_reward_statistics(self.training_env, self.reward_shaper)
+
+        def run(p: tuple[Tier, ...]) -> list[Any]:
+            return self.evaluate(FixedTierPolicy(list(p)).decide, self.items, self.components, progress=False)
+
+        return fixed_path_verdict(
+            path,
+            run,
+            self._objective,
+            self.components.cost_weight.values,
+            str(self.components.task_metric),
+            int(self.num_timesteps),
+        )
 
     def _objective(self, records: Sequence[Any], cost_lambda: float) -> float:
         """Mean validation reward ``r_task + λ·α·r_cost`` at ``cost_lambda`` under training's statistics.

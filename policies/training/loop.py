@@ -240,6 +240,10 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             )
         t_learn = time.perf_counter() - t1
 
+        # Says whether the selected router is more than a fixed tier path (issue #14), with the
+        # fixed paths measured on the same validation questions; before the call counts, which
+        # include its calls.
+        verdict = validation.fixed_path_verdict()
         hits1, miss1 = _cache_counts(components.cache)
         calls = (hits1 - hits0) + (miss1 - miss0)
         _, md_report = validation.write_report()
@@ -271,6 +275,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
                 "validation": sum(h["seconds"] for h in validation.history),
             },
             "wall_s": time.perf_counter() - t0,
+            "fixed_path_verdict": verdict,
         }
         atomic_write_json(run_dir / "result.json", result)
         tracker.summary(
@@ -278,6 +283,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         )
         _print_result(result, md_report)
         print(budget.final_line())
+        print("\n".join(verdict["lines"]) if verdict else "router: routes by question, not a fixed tier path")
         return result
     finally:
         if tracker is not None:
