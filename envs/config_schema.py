@@ -204,7 +204,8 @@ def parse(schema: type[T], cfg: Mapping[str, Any], where: str = "config") -> T:
     ``where`` names what ``cfg`` is in error messages (``"config section 'cost'"`` for one section).
 
     Raises:
-        ConfigError: With OmegaConf's message, which names the key and the value.
+        ConfigError: With OmegaConf's message, which names the key and the value, or from a
+            dataclass's own range and choice checks (``__post_init__``).
     """
     names = {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
     known = {k: v for k, v in cfg.items() if k in names}
@@ -213,8 +214,6 @@ def parse(schema: type[T], cfg: Mapping[str, Any], where: str = "config") -> T:
         return OmegaConf.to_object(node)  # type: ignore[return-value]
     except OmegaConfBaseException as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    except TypeError as exc:  # a dataclass's own check (__post_init__)
-        raise ConfigError(f"{where}: {exc}") from exc
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
