@@ -46,11 +46,10 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from policies.training.checkpoint import CheckpointError
     from policies.training.failure_budget import FailureBudgetExceeded
     from policies.training.rundir import RunDirError
-    from policies.training.settings import SettingsError
 
     return (
         CacheStoreError, CheckpointError, ConfigError, DataFileError, FailureBudgetExceeded,
-        MemoryLoadError, RouterLoadError, RunDirError, SettingsError,
+        MemoryLoadError, RouterLoadError, RunDirError,
     )
 
 

@@ -1,7 +1,7 @@
 """Gymnasium environment, reward shaping and evaluation loop of the budget router.
 
 Importing this package registers one gym id per benchmark; each builds a
-:class:`envs.router_env.MemoryRouterEnv` from a config dict (see :mod:`envs.components`)::
+:class:`envs.router_env.MemoryRouterEnv` from a config dict (keys: :mod:`envs.config_schema`)::
 
     env = gymnasium.make("BudgetRouter-LoCoMo-v0", config=cfg, split="train")
 

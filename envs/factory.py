@@ -4,7 +4,7 @@
 (``policies.training.vec_env``) and the tests build their envs with :func:`make_env`, so every
 env reads the task metric, the cost weight and the reward settings from the config the same way.
 Validation and ``evaluate.py`` drive episodes without an env (``envs.rollout``) over the same
-:func:`envs.components.make_components` and :func:`envs.bank_config.question_bank_from`.
+:func:`envs.components.make_components` and :func:`envs.question_bank.question_bank_from`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envs.bank_config import question_bank_from
-from envs.components import EnvComponents, make_components, section
-from envs.question_bank import QuestionItem
+from envs.components import EnvComponents, make_components
+from envs.config_schema import CostConfig, QuestionBankConfig, parse
+from envs.question_bank import QuestionItem, question_bank_from
 from envs.reward import RewardShaper
 from envs.router_env import MemoryRouterEnv
 
@@ -31,8 +31,8 @@ def make_env(
     """Build components, question bank and reward shaper from ``config`` and wrap them in the env.
 
     Args:
-        config: The env config (schema in :mod:`envs.components`).
-        split: Question bank split (default ``question_bank.split`` or ``"train"``).
+        config: The env config (keys: :class:`envs.config_schema.EnvConfig`).
+        split: Question bank split (default ``question_bank.split``).
         items: A prebuilt bank (skips building one).
         components: Prebuilt components built from the same ``config`` (lets several envs
             share models and caches); their task metric and cost weight are the env's.
@@ -41,11 +41,13 @@ def make_env(
     Returns:
         The environment (with its own reward shaper: the cost window and α history).
     """
+    # Only the sections read here: with prebuilt components and items a config may hold no more.
+    cost = parse(CostConfig, config.get("cost") or {}, "config section 'cost'")
     comps = components if components is not None else make_components(config)
     if items is None:
-        qb = section(config, "question_bank")
-        items = question_bank_from(config, split or str(qb.get("split", "train")), comps.encoder)
-    shaper = RewardShaper.from_config(section(config, "cost"))
+        qb = parse(QuestionBankConfig, config.get("question_bank") or {}, "config section 'question_bank'")
+        items = question_bank_from(config, split or qb.split, comps.encoder)
+    shaper = RewardShaper.from_config(cost)
     return MemoryRouterEnv(items, comps, shaper, task_metric=comps.task_metric, seed=seed)
 
 
@@ -62,12 +64,8 @@ def make_registered_env(
         ValueError: If ``config`` names a different benchmark than the id.
     """
     cfg = copy.deepcopy(dict(config or {}))
-    raw = cfg.get("benchmark")
-    named = raw if isinstance(raw, str) else (raw or {}).get("name")
+    named = (cfg.get("benchmark") or {}).get("name")
     if named is not None and named != benchmark:
         raise ValueError(f"gym id is for benchmark {benchmark!r} but config benchmark.name is {named!r}")
-    if isinstance(raw, Mapping):
-        cfg["benchmark"] = {**raw, "name": benchmark}
-    else:
-        cfg["benchmark"] = {"name": benchmark}
+    cfg["benchmark"] = {**(cfg.get("benchmark") or {}), "name": benchmark}
     return make_env(cfg, **kwargs)

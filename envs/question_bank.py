@@ -16,7 +16,8 @@ Question selection: questions are taken per sample in data order; within a sampl
 shuffled with ``seed``; samples are then interleaved round-robin and the list is cut at
 ``limit``. So a small ``limit`` still mixes histories and question categories, and only the
 samples that contribute a question get a memory built. ``max_samples`` keeps only the first
-samples (handy for quick tests: one memory build).
+samples (handy for quick tests: one memory build). :func:`question_bank_from` reads these
+settings from a config (the ``benchmark``, ``memory`` and ``question_bank`` sections).
 """
 
 from __future__ import annotations
@@ -32,12 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.base import Benchmark
+from benchmarks.chunking import ChunkingConfig
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 from benchmarks.registry import get_benchmark
 from benchmarks.types import Question, Sample
 from common.atomic import atomic_write_json
+from common.config_error import ConfigError
 from common.datadir import PROJECT_ROOT
 from common.provenance import sha256_file
+from envs.config_schema import BENCHMARK_NAMES, EnvConfig, check_choice, parse
 from memory.config import MemoryConfig
 from memory.encoder import Encoder
 from modules.types import Evidence
@@ -323,3 +327,54 @@ def _build(
                 question=question, sample_id=sample_id, benchmark=benchmark, evidence=evidence
             )
     return [it for it in items if it is not None]
+
+
+def memory_build_config(memory: Mapping[str, Any]) -> MemoryBuildConfig | None:
+    """The config's ``memory`` section as a build config; None when empty (the builder's defaults).
+
+    The section holds :class:`benchmarks.memory_builder.MemoryBuildConfig` fields and an optional
+    ``chunking`` dict (:class:`benchmarks.chunking.ChunkingConfig` fields). Capacities are fractions
+    of each history's chunk count, so one config fits LoCoMo and LongMemEval histories alike.
+
+    Raises:
+        ConfigError: On a field MemoryBuildConfig/ChunkingConfig does not have or a bad value.
+    """
+    if not memory:
+        return None  # None, not MemoryBuildConfig(): the bank cache keys of earlier banks stay
+    mem = dict(memory)
+    try:
+        if mem.get("chunking") is not None:
+            mem["chunking"] = ChunkingConfig(**dict(mem["chunking"]))
+        return MemoryBuildConfig(**mem)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config section 'memory': {exc}") from exc
+
+
+def question_bank_from(
+    cfg: Mapping[str, Any], split: str, encoder: Any, *, progress: bool = True
+) -> list[QuestionItem]:
+    """Build (or load from cache) the question bank a config describes, for ``split``.
+
+    Reads the ``benchmark``, ``memory``, ``question_bank`` and ``data_dir`` keys of ``cfg``
+    (:class:`envs.config_schema.EnvConfig`), the same config ``make_components`` is built from.
+
+    Raises:
+        ConfigError: On an unknown key, a value of the wrong type or an unknown benchmark.
+    """
+    env = parse(EnvConfig, cfg)
+    check_choice("benchmark.name", env.benchmark.name, BENCHMARK_NAMES)
+    qb = env.question_bank
+    return build_question_bank(
+        env.benchmark.name,
+        split,
+        data_dir=env.data_dir,
+        encoder=encoder,
+        memory_config=memory_build_config(env.memory),
+        k=qb.k,
+        limit=qb.limit,
+        seed=qb.seed,
+        max_samples=qb.max_samples,
+        benchmark_opts=env.benchmark.options,
+        cache_dir=qb.cache_dir,
+        progress=progress,
+    )

@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from common.cost_weight import check_lambda
+from envs.config_schema import CostConfig
 from envs.cost_normalizer import CostNormalizer, percentile_linear
 
 __all__ = [
@@ -212,33 +213,24 @@ class RewardShaper:
         )
 
     @classmethod
-    def from_config(cls, cost_cfg: Mapping[str, Any]) -> RewardShaper:
-        """Build from the ``cost`` section of the env config (see :mod:`envs.components`).
+    def from_config(cls, cost: CostConfig) -> RewardShaper:
+        """Build from the config's ``cost`` section (:class:`envs.config_schema.CostConfig`).
 
-        Recognised keys: ``window``, ``low_pct``, ``high_pct`` and an ``alpha`` sub-dict with
-        ``mode``, ``window``, ``warmup``, ``value``, ``min``, ``max``, ``std_floor``. Other keys
-        of the section (``lambda``/``lambdas``, ``unit``, ``include_answer_cost``) belong to
-        other consumers and are ignored here.
-
-        Raises:
-            ValueError: On an unknown key in the ``alpha`` sub-dict.
+        Its window, percentiles and ``alpha`` settings are the shaper's; the other keys (λ, unit,
+        ``include_answer_cost``) belong to other consumers.
         """
-        a = dict(cost_cfg.get("alpha") or {})
-        known = {"mode", "window", "warmup", "value", "min", "max", "std_floor"}
-        unknown = sorted(set(a) - known)
-        if unknown:
-            raise ValueError(f"cost.alpha: unknown keys {unknown}; known keys are {sorted(known)}")
+        a = cost.alpha
         return cls(
-            window=int(cost_cfg.get("window", 2000)),
-            low_pct=float(cost_cfg.get("low_pct", 5.0)),
-            high_pct=float(cost_cfg.get("high_pct", 95.0)),
-            alpha_mode=str(a.get("mode", "frozen")),
-            alpha_window=int(a.get("window", 2000)),
-            alpha_warmup=int(a.get("warmup", 256)),
-            alpha=float(a.get("value", 1.0)),
-            alpha_min=float(a.get("min", 0.01)),
-            alpha_max=float(a.get("max", 100.0)),
-            std_floor=float(a.get("std_floor", 1e-5)),
+            window=cost.window,
+            low_pct=cost.low_pct,
+            high_pct=cost.high_pct,
+            alpha_mode=a.mode,
+            alpha_window=a.window,
+            alpha_warmup=a.warmup,
+            alpha=a.value,
+            alpha_min=a.min,
+            alpha_max=a.max,
+            std_floor=a.std_floor,
         )
 
     def shape(self, r_task: float, raw_cost: float, cost_lambda: float) -> tuple[float, dict[str, float]]:

@@ -26,8 +26,8 @@ from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_with
 from common.datadir import PROJECT_ROOT
 from common.provenance import data_checksums, run_metadata
-from envs.bank_config import question_bank_from
 from envs.components import make_components
+from envs.question_bank import question_bank_from
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
 from evaluation.cli_options import add_option_argument, parse_options
 from evaluation.frontier_config import resolve_config

@@ -11,10 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from common.datadir import PROJECT_ROOT
-from policies.training.config import load_config
-
-CONFIG_DIR = PROJECT_ROOT / "configs"
+from policies.training.config import CONFIG_DIR, load_config
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import numpy as np
 from common.atomic import atomic_write_text
 from common.provenance import git_commit
 from envs.components import EnvComponents
+from envs.config_schema import without_added_defaults
 from envs.question_bank import QuestionItem
 from envs.rollout import DecideFn, run_episode
 from evaluation.aggregate import Run, SystemRuns
@@ -52,7 +53,12 @@ _SELECTION_KEYS = ("limit", "split", "cache_dir", "max_samples")
 
 
 def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]) -> str:
-    """Hash of what determines a record: the record-relevant config and the data checksums."""
+    """Hash of what determines a record: the record-relevant config and the data checksums.
+
+    Keys the typed schema added at their defaults are left out (``envs.config_schema.ADDED_BY_SCHEMA``),
+    so records written before it keep their fingerprint.
+    """
+    cfg = without_added_defaults(cfg)
     ident: dict[str, Any] = {k: cfg.get(k) for k in RECORD_SECTIONS}
     qb = dict(ident.get("question_bank") or {})
     for k in _SELECTION_KEYS:

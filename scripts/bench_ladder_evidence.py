@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.metrics import answer_containment
 from common.atomic import atomic_write_json
-from envs.bank_config import question_bank_from
 from envs.components import make_components
+from envs.question_bank import question_bank_from
 from evaluation.cli_options import parse_options
 from evaluation.frontier_config import resolve_config
 from modules.tier import MODULE_ORDER, Tier

@@ -118,9 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
 
-    from envs.bank_config import question_bank_from
     from envs.batched_rollout import evaluate_policy_batched
     from envs.components import make_components
+    from envs.question_bank import question_bank_from
     from envs.rollout import evaluate_policy
     from modules.batching import BatchStats
     from policies.baselines import get_baseline

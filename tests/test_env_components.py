@@ -7,8 +7,9 @@ import copy
 import pytest
 
 from common.cost_weight import CostWeight
-from envs.bank_config import memory_config_from
 from envs.components import ConfigError, make_components
+from envs.config_schema import EnvConfig, parse
+from envs.question_bank import memory_build_config
 
 BASE = {
     "benchmark": {"name": "locomo"},
@@ -70,7 +71,9 @@ def test_capacity_roles_and_judge_overrides():
         ({"backend": None}, "'backend'"),
         ({"benchmark": None}, "'benchmark'"),
         ({"cost__unit": "joules"}, "cost.unit"),
-        ({"cost__lamda": 0.1}, r"unknown keys \['lamda'\]"),
+        ({"cost__lamda": 0.1}, r"Key 'lamda' not in 'CostConfig'\s+full_key: cost\.lamda"),
+        ({"cost__window": "wide"}, r"Value 'wide' of type 'str' .*Integer\s+full_key: cost\.window"),
+        ({"question_bank__kk": 3}, r"full_key: question_bank\.kk"),
         ({"cost__lambda": -1.0}, "cost.lambda"),
         ({"reward__task_metric": "bleu"}, "task_metric='bleu'"),
         ({"reward__task_metric": "judge"}, "judge.enabled"),
@@ -83,12 +86,12 @@ def test_bad_config_errors(change, match):
     cfg = cfg_with(**change)
     with pytest.raises(ConfigError, match=match):
         if "memory" in change:
-            memory_config_from(cfg)
+            memory_build_config(parse(EnvConfig, cfg).memory)
         else:
             make_components(cfg).close()
 
 
 def test_memory_section_builds_build_config():
-    mc = memory_config_from(cfg_with(memory={"mode": "lru", "chunking": {"max_tokens": 64}}))
+    mc = memory_build_config({"mode": "lru", "chunking": {"max_tokens": 64}})
     assert mc.mode == "lru" and mc.chunking.max_tokens == 64
-    assert memory_config_from(BASE) is None
+    assert memory_build_config(parse(EnvConfig, BASE).memory) is None

@@ -11,9 +11,9 @@ import warnings
 
 import pytest
 
-from envs.bank_config import question_bank_from
 from envs.components import make_components
 from envs.factory import make_env
+from envs.question_bank import question_bank_from
 from envs.rollout import evaluate_policy, summarize_records
 from modules.tier import MODULE_ORDER, Tier
 

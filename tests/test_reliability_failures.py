@@ -12,9 +12,10 @@ import re
 
 import pytest
 
+from common.config_error import ConfigError
 from modules.serving import free_port
 from policies.training.failure_budget import FailureBudget, FailureBudgetExceeded
-from policies.training.settings import SettingsError, TrainSettings
+from policies.training.settings import TrainSettings
 from tests.reliability_support import RUN_NAME, config, one_line_error, run_cli
 from tests.support import needs_locomo
 
@@ -64,6 +65,6 @@ def test_the_budget_is_a_configurable_share_of_one_validation(capsys):
     FailureBudget(0.5).check_validation({"failures": 3, "llm_calls": 10}, 40)
     budget.check_validation({"failures": 0, "llm_calls": 0}, 60)  # an all-LOW policy makes no calls
     assert budget.totals()["val_failed"] == 5 and budget.totals()["val_calls"] == 20
-    assert TrainSettings.from_config({}).max_failure_rate == 0.2
-    with pytest.raises(SettingsError, match="max_failure_rate"):
-        TrainSettings.from_config({"max_failure_rate": 1.5})
+    assert TrainSettings().max_failure_rate == 0.2
+    with pytest.raises(ConfigError, match="max_failure_rate"):
+        TrainSettings(max_failure_rate=1.5)

@@ -58,8 +58,8 @@ def test_locomo_conversation_without_sessions(tmp_path):
 @pytest.fixture(scope="module")
 def routed(tmp_path_factory):
     """A router trained at the single λ = 0, fake components, and one bank item's evidence."""
-    from envs.bank_config import question_bank_from
     from envs.components import make_components
+    from envs.question_bank import question_bank_from
     from policies.training.loop import train
 
     base = tmp_path_factory.mktemp("route")

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 
+from common.config_error import ConfigError
+from envs.config_schema import CostConfig, parse
 from envs.reward import CostAlignment, CostNormalizer, RewardShaper, percentile_linear
 
 
@@ -152,15 +154,16 @@ def test_shaper_prefers_cheaper_at_equal_task_score():
 
 
 def test_shaper_config_and_state_round_trip():
-    cfg = {"lambda": 0.2, "window": 5, "unit": "gflops", "alpha": {"mode": "window", "window": 4}}
+    cost = {"lambda": 0.2, "window": 5, "unit": "gflops", "alpha": {"mode": "window", "window": 4}}
+    cfg = parse(CostConfig, cost)
     sh = RewardShaper.from_config(cfg)
     for c in (1.0, 2.0, 3.0):
         sh.shape(0.5, c, 0.2)
     other = RewardShaper.from_config(cfg)
     other.load_state_dict(sh.state_dict())
     assert other.shape(0.7, 2.5, 0.2) == sh.shape(0.7, 2.5, 0.2)
-    with pytest.raises(ValueError, match="unknown keys"):
-        RewardShaper.from_config({"alpha": {"mod": "window"}})
+    with pytest.raises(ConfigError, match=r"Key 'mod' not in 'AlphaConfig'"):
+        parse(CostConfig, {"alpha": {"mod": "window"}})
     with pytest.raises(ValueError, match="cost_lambda must be finite"):
         RewardShaper().shape(0.5, 1.0, -1)
     with pytest.raises(ValueError, match="r_task"):

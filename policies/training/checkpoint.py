@@ -31,6 +31,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from common.atomic import atomic_write_json
 from common.atomic_dir import recoverable_copy, write_dir_atomically
 from common.provenance import sha256_file
+from envs.config_schema import without_added_defaults
 
 MODEL_FILE = "model.zip"
 STATE_FILE = "state.json"
@@ -50,9 +51,10 @@ def config_hash(config: Mapping[str, Any], ignore: tuple[str, ...] = RESUME_FREE
 
     The training budget, paths (run, cache and data directories), the resume path and the
     tracking settings may change between the original and the resumed run; benchmark,
-    strategy, backend, memory, cost and PPO settings may not.
+    strategy, backend, memory, cost and PPO settings may not. Keys the typed schema added at their
+    defaults are left out (``envs.config_schema.ADDED_BY_SCHEMA``): checkpoints saved before it resume.
     """
-    kept = {k: v for k, v in config.items() if k not in ignore}
+    kept = {k: v for k, v in without_added_defaults(config).items() if k not in ignore}
     if isinstance(kept.get("question_bank"), Mapping):
         kept["question_bank"] = {k: v for k, v in kept["question_bank"].items() if k != "cache_dir"}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]

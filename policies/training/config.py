@@ -4,17 +4,20 @@
 ``train.py`` hands to :func:`policies.training.loop.train`, minus Hydra's own ``hydra`` node.
 
 :func:`register_resolvers` adds the OmegaConf resolvers the YAML files use (``lam_tag`` names a
-run by its λ, or by its λ list for a λ-conditioned run); both entry points call it before
-composing.
+run by its λ, or by its λ list for a λ-conditioned run) and stores the typed schema
+(:class:`policies.training.settings.Config`) in Hydra's ConfigStore as ``config_schema``, the first
+entry of ``configs/config.yaml``'s defaults list; both entry points call it before composing.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from common.cost_weight import CostWeight
 from common.datadir import PROJECT_ROOT
+from policies.training.settings import Config
 
 CONFIG_DIR = PROJECT_ROOT / "configs"
 
@@ -67,26 +70,32 @@ def check_lambda_overrides(overrides: Sequence[str]) -> None:
 
 
 def register_resolvers() -> None:
-    """Register this project's OmegaConf resolvers (idempotent)."""
+    """Register this project's OmegaConf resolvers and the config schema with Hydra (idempotent)."""
+    from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("lam_tag"):
         OmegaConf.register_new_resolver("lam_tag", lam_tag)
+    ConfigStore.instance().store(name="config_schema", node=Config)
 
 
-def load_config(overrides: Sequence[str] = (), config_name: str = "config") -> dict[str, Any]:
-    """Compose ``configs/{config_name}.yaml`` with command-line style ``overrides`` and resolve it.
+def load_config(
+    overrides: Sequence[str] = (), config_name: str = "config", config_dir: Path = CONFIG_DIR
+) -> dict[str, Any]:
+    """Compose ``{config_dir}/{config_name}.yaml`` with command-line style ``overrides`` and resolve it.
 
     Raises:
-        hydra.errors.HydraException: On an unknown group option or a bad override.
+        hydra.errors.HydraException: On an unknown group option, a bad override, or a key the
+            schema lacks or a value of the wrong type (in a YAML file or an override).
     """
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     register_resolvers()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         cfg = compose(config_name, overrides=list(overrides))
     out = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(out, dict)
     out.pop("hydra", None)
-    return out
+    # A composed config's keys are strings; OmegaConf's return type allows any key type.
+    return {str(k): v for k, v in out.items()}

@@ -32,8 +32,8 @@ from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from common.redact import redact, redact_argv
-from envs.bank_config import question_bank_from
-from envs.components import make_components, section
+from envs.components import make_components
+from envs.question_bank import question_bank_from
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy
 from policies.sb3_policy import router_policy_kwargs
@@ -48,7 +48,7 @@ from policies.training.checkpoint import (
 )
 from policies.training.failure_budget import FailureBudget
 from policies.training.rundir import check_run_dir, claim_run_dir
-from policies.training.settings import PPOSettings, TrainSettings, WandbSettings
+from policies.training.settings import Config, parse_config
 from policies.training.tracking import Tracker
 from policies.training.vec_env import build_vec_env
 
@@ -61,11 +61,9 @@ def _bank_config(cfg: Mapping[str, Any], limit: int | None) -> dict[str, Any]:
     return out
 
 
-def _data_files(cfg: Mapping[str, Any]) -> list[Path]:
-    bench = cfg["benchmark"]
-    name = bench if isinstance(bench, str) else bench["name"]
-    opts = {} if isinstance(bench, str) else dict(bench.get("options") or {})
-    return list(get_benchmark(name, data_dir=cfg.get("data_dir"), **opts).data_files())
+def _data_files(config: Config) -> list[Path]:
+    bench = config.benchmark
+    return list(get_benchmark(bench.name, data_dir=config.data_dir, **bench.options).data_files())
 
 
 def _cache_counts(cache: Any | None) -> tuple[int, int]:
@@ -74,19 +72,19 @@ def _cache_counts(cache: Any | None) -> tuple[int, int]:
     return int(getattr(cache, "hits", 0)), int(getattr(cache, "misses", 0))
 
 
-def export_metadata(cfg: Mapping[str, Any], components: Any, provenance: Mapping[str, Any]) -> dict[str, Any]:
+def export_metadata(config: Config, components: Any, provenance: Mapping[str, Any]) -> dict[str, Any]:
     """What every exported router records about how it was trained."""
     return {
-        "run_name": cfg.get("run_name"),
+        "run_name": config.run_name,
         "benchmark": components.benchmark,
-        "strategy": (cfg.get("strategy") or {}).get("name"),
+        "strategy": config.strategy.name,
         "encoder": components.encoder.name,
         # cost_lambda and cost_lambdas (a λ-conditioned router's trained and validated λ values).
         **components.cost_weight.to_metadata(),
-        "cost_unit": (cfg.get("cost") or {}).get("unit", "gflops"),
+        "cost_unit": config.cost.unit,
         "task_metric": components.task_metric,
-        "backend": redact(dict(cfg.get("backend") or {})),
-        "seed": int(cfg.get("seed", 0)),
+        "backend": redact(dict(config.backend)),
+        "seed": config.seed,
         "observation_spec": components.obs_builder.spec.to_dict(),
         "provenance": dict(provenance),
     }
@@ -124,23 +122,19 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
     """
     t0 = time.perf_counter()
     cfg = copy.deepcopy(dict(cfg))
-    ts = TrainSettings.from_config(cfg.get("train"))
-    ps = PPOSettings.from_config(cfg.get("ppo"))
-    ws = WandbSettings.from_config(cfg.get("wandb"))
-    seed = int(cfg.get("seed", 0))
-    run_name = str(cfg.get("run_name") or "run")
-    run_dir = Path(str(cfg.get("run_dir") or Path("runs") / run_name)).resolve()
-    overwrite = str(cfg.get("overwrite", False)).lower() in ("true", "1", "yes")
+    config = parse_config(cfg)
+    ts, ps, ws, seed = config.train, config.ppo, config.wandb, config.seed
+    run_name = config.run_name
+    run_dir = Path(config.run_dir).resolve()
 
     # -- checks that need no model: nothing is written into run_dir before they all pass --
     chash = config_hash(cfg)
-    resume = cfg.get("resume")
     # Resolve the checkpoint before loading any model, so a bad path fails in a second.
-    ckpt = resolve_checkpoint(str(resume)) if resume else None
+    ckpt = resolve_checkpoint(config.resume) if config.resume else None
     if ckpt is not None:
         check_checkpoint(ckpt, chash, ts.n_envs)
-    check_run_dir(run_dir, ckpt, overwrite)
-    provenance = run_metadata(cfg, _data_files(cfg))
+    check_run_dir(run_dir, ckpt, config.overwrite)
+    provenance = run_metadata(cfg, _data_files(config))
     csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
 
     # -- components and question banks -------------------------------------------------
@@ -160,7 +154,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             raise ValueError(f"validation questions overlap the training questions: {sorted(overlap)[:5]}")
 
         # -- everything checked: own the run directory, then write into it ------------------
-        lock, repairs = claim_run_dir(run_dir, ckpt, overwrite)
+        lock, repairs = claim_run_dir(run_dir, ckpt, config.overwrite)
         for line in repairs:
             print(line)
         if ckpt is not None and ckpt.parent == run_dir / "checkpoints" and ckpt.name != "last":
@@ -174,7 +168,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             torch.set_num_threads(ts.torch_threads)
         vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
         tracker = Tracker(run_dir, run_name, ws, redact(cfg), verbose=ts.verbose, csv_name=csv_name)
-        budget = FailureBudget(ts.max_failure_rate, str(redact(cfg.get("backend") or {})))
+        budget = FailureBudget(ts.max_failure_rate, str(redact(dict(config.backend))))
         hits0, miss0 = _cache_counts(components.cache)
 
         validation = ValidationCallback(
@@ -182,12 +176,12 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             components,
             evaluate_policy,
             run_dir,
-            lambda: export_metadata(cfg, components, provenance),
+            lambda: export_metadata(config, components, provenance),
             eval_freq=ts.eval_freq,
             select_metric=ts.select_metric,
             verbose=ts.verbose,
             check_summary=budget.check_validation,
-            reward_shaper=RewardShaper.from_config(section(cfg, "cost")),
+            reward_shaper=RewardShaper.from_config(config.cost),
         )
         ckpt_dir = run_dir / "checkpoints" / "last"
 
@@ -261,7 +255,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             "checkpoint": str(ckpt_dir),
             "report": str(md_report),
             "benchmark": components.benchmark,
-            "strategy": (cfg.get("strategy") or {}).get("name"),
+            "strategy": config.strategy.name,
             **components.cost_weight.to_metadata(),
             "seed": seed,
             "timesteps": int(model.num_timesteps),

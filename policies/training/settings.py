@@ -1,69 +1,67 @@
-"""Typed views of the ``train``, ``ppo`` and ``wandb`` config sections, with clear errors.
+"""The typed schema of the whole training config: the env's sections plus ``train``, ``ppo``, ``wandb``.
 
-Hydra hands ``train.py`` a nested dict; these dataclasses check it once, up front, so a typo
-(``train.eval_frq=…``) fails before any model loads instead of being silently ignored.
+:class:`Config` is what ``train.py`` composes: ``policies.training.config`` registers it with
+Hydra's ConfigStore as the base of ``configs/config.yaml``, so Hydra itself rejects an unknown key
+(``train.eval_frq=…``) or a value of the wrong type, naming both, before any model loads. Checks
+a type cannot express (ranges, choices) run in ``__post_init__`` when :func:`parse_config` turns
+the composed config into these objects.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-T = TypeVar("T")
+from omegaconf import MISSING
+
+from common.config_error import ConfigError
+from envs.config_schema import EnvConfig, parse
 
 VEC_ENVS = ("dummy", "subproc", "batched")
 SELECT_METRICS = ("objective", "f1", "em", "judge")
 WANDB_MODES = ("disabled", "offline", "online")
 
 
-class SettingsError(ValueError):
-    """A ``train``/``ppo``/``wandb`` config value is invalid; the message names it."""
-
-
-def _from_mapping(cls: type[T], data: Mapping[str, Any] | None, section: str) -> T:
-    data = dict(data or {})
-    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise SettingsError(f"config section {section!r}: unknown keys {unknown}; known: {sorted(names)}")
-    try:
-        return cls(**data)
-    except TypeError as exc:
-        raise SettingsError(f"config section {section!r}: {exc}") from exc
-
-
 def _positive(section: str, **values: int | None) -> None:
     for name, v in values.items():
         if v is not None and int(v) <= 0:
-            raise SettingsError(f"config {section}.{name} must be > 0, got {v}")
+            raise ConfigError(f"config {section}.{name} must be > 0, got {v}")
 
 
-@dataclass(frozen=True)
+@dataclass
 class TrainSettings:
-    """The ``train`` section: budget, data subsets, validation, checkpoints (see configs/train)."""
+    """The ``train`` section: budget, data subsets, validation, checkpoints (sizing in configs/train)."""
 
-    total_timesteps: int = 500
+    #: PPO timesteps; an episode is 5 (one per module).
+    total_timesteps: int = 300
     n_envs: int = 2
+    #: dummy | subproc (components per worker) | batched (LLM calls of the n_envs sent as one batch).
     vec_env: str = "dummy"
-    train_limit: int | None = 24
+    #: Training questions (round-robin over the split's histories); null = all.
+    train_limit: int | None = 12
     train_split: str = "train"
-    val_limit: int | None = 16
+    #: Held-out validation questions for checkpoint selection; null = all.
+    val_limit: int | None = 10
     val_split: str = "val"
-    eval_freq: int = 250
-    checkpoint_freq: int = 250
+    #: Validate every N timesteps (and always once at the end).
+    eval_freq: int = 150
+    #: Save a resumable checkpoint every N timesteps (and at the end).
+    checkpoint_freq: int = 150
+    #: objective (validation r_task + λ·α·r_cost) | f1 | em | judge: picks the best router.
     select_metric: str = "objective"
     progress_bar: bool = True
+    #: Torch threads of PPO's tiny MLP (set after the memories are built with all cores).
     torch_threads: int | None = 1
     device: str = "cpu"
+    #: 1 prints SB3's log table after each update.
     verbose: int = 0
-    #: Stop the run when more than this share of a validation's LLM calls fail (failure_budget.py).
+    #: Stop (exit 1, no router) when more than this share of a validation's LLM calls fail.
     max_failure_rate: float = 0.2
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.max_failure_rate) <= 1.0:
-            raise SettingsError(
+            raise ConfigError(
                 f"config train.max_failure_rate must be in [0, 1], got {self.max_failure_rate!r}"
             )
         _positive(
@@ -77,47 +75,48 @@ class TrainSettings:
             torch_threads=self.torch_threads,
         )
         if self.vec_env not in VEC_ENVS:
-            raise SettingsError(f"config train.vec_env={self.vec_env!r}; choose one of {VEC_ENVS}")
+            raise ConfigError(f"config train.vec_env={self.vec_env!r}; choose one of {VEC_ENVS}")
         if self.select_metric not in SELECT_METRICS:
-            raise SettingsError(
+            raise ConfigError(
                 f"config train.select_metric={self.select_metric!r}; choose one of {SELECT_METRICS}"
             )
         if self.train_split == self.val_split:
-            raise SettingsError(
+            raise ConfigError(
                 f"config train.val_split={self.val_split!r} equals train.train_split: checkpoint selection "
                 "must use held-out questions"
             )
 
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any] | None) -> TrainSettings:
-        """Parse the ``train`` section."""
-        return _from_mapping(cls, data, "train")
 
-
-@dataclass(frozen=True)
+@dataclass
 class PolicySettings:
     """The ``ppo.policy`` section (``policies.sb3_policy.router_policy_kwargs`` arguments)."""
 
+    #: Content projection and learned module-descriptor width.
     hidden: int = 256
+    #: Shared trunk output.
     latent: int = 256
-    pi_layers: tuple[int, ...] = (128,)
-    vf_layers: tuple[int, ...] = (128,)
+    pi_layers: list[int] = field(default_factory=lambda: [128])
+    vf_layers: list[int] = field(default_factory=lambda: [128])
     activation: str = "relu"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pi_layers", tuple(int(x) for x in self.pi_layers))
-        object.__setattr__(self, "vf_layers", tuple(int(x) for x in self.vf_layers))
         _positive("ppo.policy", hidden=self.hidden, latent=self.latent)
 
 
-@dataclass(frozen=True)
+@dataclass
 class PPOSettings:
-    """The ``ppo`` section: keyword arguments of ``stable_baselines3.PPO`` plus the network."""
+    """The ``ppo`` section: keyword arguments of ``stable_baselines3.PPO`` plus the network.
+
+    Episodes are 5 steps (one per module), so rollouts are short: SB3's default n_steps of 2048
+    would be ~400 episodes per update (SB3#1846).
+    """
 
     learning_rate: float = 3e-4
+    #: Steps per env and update: 10 × n_envs steps = 2 × n_envs episodes.
     n_steps: int = 10
     batch_size: int = 20
     n_epochs: int = 4
+    #: The only reward is terminal: no discounting within a 5-step episode.
     gamma: float = 1.0
     gae_lambda: float = 0.95
     clip_range: float = 0.2
@@ -128,49 +127,64 @@ class PPOSettings:
     policy: PolicySettings = field(default_factory=PolicySettings)
 
     def __post_init__(self) -> None:
-        if isinstance(self.policy, Mapping):
-            object.__setattr__(self, "policy", _from_mapping(PolicySettings, self.policy, "ppo.policy"))
         _positive("ppo", n_steps=self.n_steps, batch_size=self.batch_size, n_epochs=self.n_epochs)
         if self.batch_size < 2:
             # SB3 normalises advantages per minibatch; a minibatch of one has no spread (SB3#440).
-            raise SettingsError(f"config ppo.batch_size must be > 1, got {self.batch_size}")
-
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any] | None) -> PPOSettings:
-        """Parse the ``ppo`` section."""
-        return _from_mapping(cls, data, "ppo")
+            raise ConfigError(f"config ppo.batch_size must be > 1, got {self.batch_size}")
 
     def ppo_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``PPO(...)`` (everything but the network)."""
         # The network is not a PPO argument: it goes in through policy_kwargs.
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "policy"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "policy"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class WandbSettings:
     """The ``wandb`` section. ``mode`` ``disabled`` (default) never imports wandb."""
 
+    #: disabled | offline | online (``off`` = disabled).
     mode: str = "disabled"
     project: str = "budget-router"
     entity: str | None = None
+    #: Default: the benchmark/strategy pair.
     group: str | None = None
-    tags: tuple[str, ...] = ()
+    tags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        mode = {"off": "disabled", "false": "disabled", "none": "disabled"}.get(
-            str(self.mode).lower(), self.mode
-        )
-        object.__setattr__(self, "mode", str(mode).lower())
-        object.__setattr__(self, "tags", tuple(str(t) for t in self.tags))
+        # YAML 1.1 reads a bare `off` as false, which reaches a str field as "False".
+        mode = str(self.mode).lower()
+        self.mode = "disabled" if mode in ("off", "false", "none") else mode
         if self.mode not in WANDB_MODES:
-            raise SettingsError(f"config wandb.mode={self.mode!r}; choose one of {WANDB_MODES} (or 'off')")
+            raise ConfigError(f"config wandb.mode={self.mode!r}; choose one of {WANDB_MODES} (or 'off')")
 
     @property
     def enabled(self) -> bool:
         """Whether wandb should be imported and started."""
         return self.mode != "disabled"
 
-    @classmethod
-    def from_config(cls, data: Mapping[str, Any] | None) -> WandbSettings:
-        """Parse the ``wandb`` section."""
-        return _from_mapping(cls, data, "wandb")
+
+@dataclass
+class Config(EnvConfig):
+    """The training config: ``configs/config.yaml`` composed on this schema."""
+
+    seed: int = 0
+    #: ``{benchmark}__{strategy}__lam{λ}__s{seed}`` (configs/config.yaml); every run writes runs_dir/run_name.
+    run_name: str = MISSING
+    runs_dir: str = "runs"
+    run_dir: str = MISSING
+    #: A run dir or a checkpoint dir (…/checkpoints/last) to continue.
+    resume: str | None = None
+    #: Replace an existing run in run_dir (otherwise such a launch is refused).
+    overwrite: bool = False
+    train: TrainSettings = field(default_factory=TrainSettings)
+    ppo: PPOSettings = field(default_factory=PPOSettings)
+    wandb: WandbSettings = field(default_factory=WandbSettings)
+
+
+def parse_config(cfg: Mapping[str, Any]) -> Config:
+    """The resolved training config as :class:`Config`, every value checked.
+
+    Raises:
+        ConfigError: Naming the key and the bad value.
+    """
+    return parse(Config, cfg)

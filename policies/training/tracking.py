@@ -78,8 +78,8 @@ class Tracker:
         if settings.enabled:
             import wandb  # only here: a disabled run never imports wandb
 
-            bench = config.get("benchmark", {}).get("name", "?")
-            strategy = config.get("strategy", {}).get("name", "?")
+            # A parsed config (policies.training.settings.Config) always names both.
+            bench, strategy = config["benchmark"]["name"], config["strategy"]["name"]
             self.run = wandb.init(
                 project=settings.project,
                 entity=settings.entity,

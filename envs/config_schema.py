@@ -1,0 +1,256 @@
+"""The typed schema of the env's config sections: every key, its type, default and meaning.
+
+The keys :func:`envs.components.make_components` and :func:`envs.question_bank.question_bank_from`
+read. ``policies.training.settings.Config`` extends :class:`EnvConfig` with the training sections;
+registered with Hydra's ConfigStore as the base of ``configs/config.yaml``, it makes Hydra reject a
+wrong key or type at composition, naming both. The YAML files hold the values (a test keeps these
+defaults equal to them); :func:`parse` checks a plain dict (a recorded run config, a test's partial
+config) against the same schema and fills in the defaults.
+
+Open sections stay dicts: ``backend`` (the backend's constructor options), ``benchmark.options``
+(the loader's), ``strategy.options`` (``modules.pipeline.build_pipeline``'s) and ``memory``
+(``MemoryBuildConfig`` fields, checked by :func:`envs.question_bank.memory_build_config`). No model
+code is imported here, so ``train.py --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from common.config_error import ConfigError
+from common.cost_weight import CostWeight
+
+T = TypeVar("T")
+
+#: Benchmarks the env can run (the registry in benchmarks.registry may know more loaders).
+BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa", "custom")
+
+
+@dataclass
+class BenchmarkConfig:
+    """``benchmark``: which data the questions come from."""
+
+    #: locomo | longmemeval | longmemeval_oracle | hotpotqa | custom (the configs/benchmark group).
+    name: str = MISSING
+    #: Loader options, e.g. ``{include_adversarial: false}`` or ``{file: hotpot_dev_distractor_v1.json}``.
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StrategyConfig:
+    """``strategy``: how the LOW/MID/HIGH tiers of the five modules are implemented."""
+
+    #: implementation | reasoning | capacity (registered in modules.strategies).
+    name: str = MISSING
+    #: Extra ``modules.pipeline.build_pipeline`` options (e.g. keep_evidence, module_topk).
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AnswerConfig:
+    """``answer``: the answer generator's LLM."""
+
+    #: Overrides merged onto ``backend`` (default: the same LLM).
+    backend: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JudgeConfig:
+    """``judge``: the optional LLM judge."""
+
+    enabled: bool = False
+    #: Overrides merged onto ``backend``: a local model, or ``{name: openai, base_url: ..., model: ...}``.
+    backend: dict[str, Any] = field(default_factory=dict)
+    #: budgetmem (0/0.5/1) | locomo (CORRECT/WRONG) | longmemeval (yes/no per question type).
+    protocol: str = "budgetmem"
+
+
+@dataclass
+class RewardConfig:
+    """``reward``: what the router is rewarded for."""
+
+    #: f1 | em | judge (judge needs ``judge.enabled``).
+    task_metric: str = "f1"
+
+
+@dataclass
+class QuestionBankConfig:
+    """``question_bank``: the questions of a split with their retrieved evidence (cached on disk)."""
+
+    #: Evidence chunks retrieved per question.
+    k: int = 5
+    #: Number of questions (round-robin over histories); null = all.
+    limit: int | None = None
+    #: Use only the first N histories of a split.
+    max_samples: int | None = None
+    #: Question selection order (independent of the training seed).
+    seed: int = 0
+    #: Where banks are cached (null: .cache/question_bank).
+    cache_dir: str | None = None
+    #: The split an env built by ``envs.factory.make_env`` reads when none is given.
+    split: str = "train"
+
+
+@dataclass
+class AlphaConfig:
+    """``cost.alpha``: α, which aligns the cost reward's spread with the task reward's (envs.reward)."""
+
+    #: frozen | window | fixed.
+    mode: str = "frozen"
+    #: Episodes before α is estimated.
+    warmup: int = 256
+    #: Episodes in α's estimation window.
+    window: int = 2000
+    #: α of mode ``fixed``.
+    value: float = 1.0
+    min: float = 0.01
+    max: float = 100.0
+    #: Smallest spread an estimate divides by.
+    std_floor: float = 1e-5
+
+
+class CostConfig:
+    """``cost``: the cost unit, the cost weight λ and the cost reward's normalisation.
+
+    ``lambda`` is a Python keyword, so no class body can declare it; the field is added by name
+    below and read as ``cost.weight`` (a :class:`common.cost_weight.CostWeight`). ``lambda`` and
+    ``lambdas`` keep the values as written (``cost.lambda=0`` names a run ``lam0``, the default 0.0
+    ``lam0.0``), so they are untyped here; ``CostWeight`` checks them, and the run-name resolver
+    already does at composition.
+    """
+
+    #: gflops (local models) | usd (price table).
+    unit: str = "gflops"
+    #: [λ1, ..., λk]: one λ-conditioned router over these (each episode draws one).
+    lambdas: Any = None
+    #: Sliding window of the cost normaliser.
+    window: int = 2000
+    #: Percentiles of the window that map raw costs to [0, 1].
+    low_pct: float = 5.0
+    high_pct: float = 95.0
+    #: Whether the router's cost includes the answer generation (it is always recorded).
+    include_answer_cost: bool = False
+    alpha: AlphaConfig = field(default_factory=AlphaConfig)
+
+    def __init__(self, **values: Any) -> None:
+        for f in dataclasses.fields(cast(Any, self)):  # a dataclass only after the decorator below
+            if f.name in values:
+                setattr(self, f.name, values.pop(f.name))
+            else:
+                setattr(self, f.name, f.default_factory() if callable(f.default_factory) else f.default)
+        if values:
+            raise TypeError(f"CostConfig got unknown keys {sorted(values)}")
+
+    @property
+    def weight(self) -> CostWeight:
+        """λ (``cost.lambda``) or the λ set (``cost.lambdas``), range-checked."""
+        return CostWeight.from_config({"lambda": getattr(self, "lambda"), "lambdas": self.lambdas})
+
+
+#: λ: reward = r_task + λ·α·r_cost.
+CostConfig.__annotations__["lambda"] = Any
+setattr(CostConfig, "lambda", 0.0)  # a keyword: no `CostConfig.lambda = ...` in source
+CostConfig = dataclass(init=False, repr=False, eq=False, match_args=False)(CostConfig)  # type: ignore[misc]
+
+
+@dataclass
+class CacheConfig:
+    """``cache``: the LLM call cache shared by every run."""
+
+    #: SQLite file (project-relative), ``:memory:``, or a store URL (redis://...); null disables it.
+    path: str | None = ".cache/llm_calls.sqlite"
+    #: A call pack (``python -m modules.cache_pack export``) imported before the run; none = nothing.
+    pack: str | None = "none"
+
+
+@dataclass
+class EnvConfig:
+    """The sections the env's components and question banks are built from."""
+
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    #: Sentence encoder: minilm (all-MiniLM-L6-v2) | minilm-int8 | hashing (the fast fake for tests).
+    encoder: str = "minilm"
+    #: The default LLM of every role: ``name`` (llamacpp | transformers | vllm | openai | fake), the
+    #: rest are the backend's constructor options (model, n_threads, ...).
+    backend: dict[str, Any] = MISSING
+    #: Per-role overrides merged onto ``backend``; roles: implementation {high}, reasoning {default},
+    #: capacity {low, mid, high} (envs.components.STRATEGY_LLM_ROLES).
+    llms: dict[str, dict[str, Any]] = field(default_factory=dict)
+    answer: AnswerConfig = field(default_factory=AnswerConfig)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    #: ``benchmarks.memory_builder.MemoryBuildConfig`` fields plus a ``chunking`` dict ({}: its defaults).
+    memory: dict[str, Any] = field(default_factory=dict)
+    question_bank: QuestionBankConfig = field(default_factory=QuestionBankConfig)
+    cost: CostConfig = field(default_factory=CostConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    #: Benchmark data (default: $BUDGET_ROUTER_DATA or ../shared/data).
+    data_dir: str | None = None
+
+
+def parse(schema: type[T], cfg: Mapping[str, Any], where: str = "config") -> T:
+    """Validate ``cfg`` against ``schema`` and return it typed, with the schema's defaults filled in.
+
+    Top-level keys that ``schema`` does not have are left out (``make_components`` ignores the
+    ``ppo`` section); inside a section an unknown key is an error, as at Hydra composition.
+    ``where`` names what ``cfg`` is in error messages (``"config section 'cost'"`` for one section).
+
+    Raises:
+        ConfigError: With OmegaConf's message, which names the key and the value, or from a
+            dataclass's own range and choice checks (``__post_init__``).
+    """
+    names = {f.name for f in dataclasses.fields(schema)}  # type: ignore[arg-type]
+    known = {k: v for k, v in cfg.items() if k in names}
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(schema), known)
+        return OmegaConf.to_object(node)  # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Reject a value that is not one of ``choices`` (a check no type can express).
+
+    Raises:
+        ConfigError: Naming the key, the value and the choices.
+    """
+    if value not in choices:
+        raise ConfigError(f"config {key}={value!r} is unknown; choose one of {list(choices)}")
+
+
+#: Keys the schema fills in that no YAML file set before it existed. Hashes of configs (evaluation
+#: record fingerprints, the resume check) leave them out while they hold the schema's default, so
+#: records and checkpoints made before the schema keep their keys.
+ADDED_BY_SCHEMA = (
+    "judge.protocol",
+    "question_bank.limit",
+    "question_bank.split",
+    "cost.low_pct",
+    "cost.high_pct",
+    "cost.alpha.value",
+    "cost.alpha.min",
+    "cost.alpha.max",
+    "cost.alpha.std_floor",
+)
+
+
+def without_added_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``cfg`` without the :data:`ADDED_BY_SCHEMA` keys that hold their default."""
+    out = copy.deepcopy(dict(cfg))
+    defaults = OmegaConf.structured(EnvConfig)
+    for dotted in ADDED_BY_SCHEMA:
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node and node[leaf] == OmegaConf.select(defaults, dotted):
+            del node[leaf]
+    return out
