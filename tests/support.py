@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 
 from common.datadir import DataFileError, data_file
@@ -28,3 +32,13 @@ def has_locomo() -> bool:
 
 #: Skip a test (with a message) when the benchmark data directory is absent.
 needs_locomo = pytest.mark.skipif(not has_locomo(), reason="LoCoMo data directory absent (locomo10.json)")
+
+
+def load_script(name: str) -> ModuleType:
+    """Import ``scripts/<name>.py`` (scripts are not a package) as a module."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.support import needs_locomo
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import load_script, needs_locomo
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("ladder", ROOT / "scripts" / "bench_ladder_evidence.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_ladder_evidence")
 
 
 def test_variants_parse_and_bad_ones_are_named():

@@ -10,17 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import needs_locomo
+from tests.support import load_script, needs_locomo
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(name)
 
 
 @pytest.mark.vllm

@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import load_script
+
 MODULES = ("filter", "entity", "temporal", "topic", "summary")
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("sweep_table", ROOT / "scripts" / "sweep_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sweep_table")
 
 
 def _write_progress(path: Path, highs: list[float], first_step: int) -> None:
