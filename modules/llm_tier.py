@@ -23,7 +23,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from modules.base import ModuleInput, ModuleOutput, ModuleValue, fallback_value, kept_evidence, output_text
+from modules.base import (
+    RELATION_MODULES,
+    ModuleInput,
+    ModuleOutput,
+    ModuleValue,
+    TierFn,
+    fallback_value,
+    kept_evidence,
+    output_text,
+)
 from modules.cache import CachedLLM
 from modules.cost import Cost
 from modules.parsing import ParseError, extract_section, parse_indices, parse_string_list, parse_summary
@@ -59,6 +68,8 @@ class LLMTierConfig:
             and puts them *in front of* the template memory (question, dated evidence, facts).
             Why: measured on LoCoMo, a summary that replaces the evidence drops the answer
             (issue #13: answer containment 0.23 at HIGH vs 0.43 at LOW).
+        notes: What the summary's notes ask for under ``keep_evidence``
+            (:data:`~modules.prompts.NOTES_ASKS`: ``answer`` or ``quotes``).
     """
 
     style: Style = "direct"
@@ -66,6 +77,7 @@ class LLMTierConfig:
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
     filter_k: int = 5
     keep_evidence: bool = False
+    notes: str = "answer"
 
     def tokens_for(self, module: str) -> int:
         """Generation cap for ``module``."""
@@ -102,6 +114,11 @@ class LLMTier:
         llm: The cached LLM to call.
         cost_model: Prices the call.
         config: Prompting style and limits.
+        base: A cheaper tier of the same module whose items this tier keeps (relation modules
+            only): the output is the LLM's items followed by the base's items it did not give,
+            and the base's cost is added. Why: a 1.5B model extracts one or two facts where the
+            rules extract five to ten, so on its own the dearer tier shows the answerer less
+            (the quality ladder's ``high_keeps_low_facts``).
     """
 
     def __init__(
@@ -112,9 +129,13 @@ class LLMTier:
         llm: CachedLLM,
         cost_model: CostModel,
         config: LLMTierConfig,
+        base: TierFn | None = None,
     ) -> None:
+        if base is not None and module not in RELATION_MODULES:
+            raise ValueError(f"only relation modules {RELATION_MODULES} take a base tier, not {module!r}")
         self.module, self.tier, self.strategy = module, tier, strategy
         self.llm, self.cost_model, self.config = llm, cost_model, config
+        self.base = base
 
     @property
     def tags(self) -> dict[str, str]:
@@ -158,7 +179,18 @@ class LLMTier:
         return value
 
     def __call__(self, inp: ModuleInput) -> ModuleOutput:
-        """Run the tier on ``inp`` (see the module docstring for the failure contract)."""
+        """Run the tier on ``inp``; with a ``base`` tier, add the base's items (see ``base``)."""
+        out = self._run(inp)
+        if self.base is None:
+            return out
+        below = self.base(inp)
+        items = list(out.value) if isinstance(out.value, tuple) else []
+        items += [x for x in (below.value if isinstance(below.value, tuple) else ()) if x not in items]
+        value = tuple(items)
+        return replace(out, value=value, text=output_text(self.module, value), cost=out.cost + below.cost)
+
+    def _run(self, inp: ModuleInput) -> ModuleOutput:
+        """The LLM's own output (see the module docstring for the failure contract)."""
         style = self.config.style
         try:
             built = build_prompt(
@@ -169,6 +201,7 @@ class LLMTier:
                 max_tokens=self.config.tokens_for(self.module),
                 max_prompt_tokens=self.config.max_prompt_tokens,
                 keep_evidence=self.config.keep_evidence,
+                notes=self.config.notes,
             )
         except PromptTooLong as exc:
             return self._degraded(inp, Cost(failures=1), f"prompt too long: {exc}")

@@ -71,6 +71,18 @@ KEEP_ASKS: dict[str, str] = {
     "calendar dates using the item's date. End with a line 'Answer: <short answer>'.",
 }
 
+#: The HIGH summary's notes under ``keep_evidence``, by ``strategy.options.high_notes``:
+#: ``answer`` ends the notes with a proposed answer (:data:`KEEP_ASKS`); ``quotes`` only quotes
+#: and dates the evidence and leaves answering to the answerer. Why ``quotes`` exists: on 100
+#: LoCoMo test questions the notes' own ``Answer:`` line scored F1 0.28 against 0.42 for the
+#: answerer reading the LOW memory, and the answerer copied it (``Ferrari`` -> ``Red``).
+NOTES_ASKS: dict[str, str] = {
+    "answer": KEEP_ASKS["summary"],
+    "quotes": "Write short notes for answering the question: quote, word for word, the sentences of "
+    "the evidence that bear on it, each with its item's date; turn relative dates (yesterday, last "
+    "week, next month) into calendar dates using the item's date. Do not answer the question.",
+}
+
 STYLE_SUFFIX: dict[Style, str] = {
     "direct": "",
     "fewshot": "",
@@ -144,7 +156,12 @@ def evidence_lines(evidence: list[Evidence] | tuple[Evidence, ...]) -> str:
 
 
 def _case(
-    module: str, inp: ModuleInput, evidence: list[Evidence], style: Style, keep_evidence: bool = False
+    module: str,
+    inp: ModuleInput,
+    evidence: list[Evidence],
+    style: Style,
+    keep_evidence: bool = False,
+    notes: str = "answer",
 ) -> str:
     """Evidence, facts, ask and question: the part of the prompt that follows :data:`SYSTEM`."""
     parts = ["Evidence:\n" + (evidence_lines(evidence) or "(none)")]
@@ -156,7 +173,7 @@ def _case(
         ]
         if facts:
             parts.append("Extracted facts:\n" + "\n".join(facts))
-    asks = KEEP_ASKS if keep_evidence else ASKS
+    asks = {**KEEP_ASKS, "summary": NOTES_ASKS[notes]} if keep_evidence else ASKS
     ask = asks[module] + (" " + STYLE_SUFFIX[style] if STYLE_SUFFIX[style] else "")
     parts.append("Task: " + ask)
     question = f"Question: {inp.query}"
@@ -173,6 +190,7 @@ def _request(
     style: Style,
     max_tokens: int,
     keep_evidence: bool = False,
+    notes: str = "answer",
 ) -> GenerationRequest:
     schema = schema_for(module, len(evidence)) if style in ("direct", "fewshot") else None
     stop: tuple[str, ...] = ("</answer>",) if style == "react" else ()
@@ -181,14 +199,14 @@ def _request(
         example = _case(module, example_inp, [], "fewshot").replace("(none)", _EXAMPLE_EVIDENCE)
         prompt = (
             f"{SYSTEM}\n\n{example}\nAnswer: {FEWSHOT_ANSWERS[module]}\n\n"
-            f"{_case(module, inp, evidence, style, keep_evidence)}\nAnswer:"
+            f"{_case(module, inp, evidence, style, keep_evidence, notes)}\nAnswer:"
         )
         return GenerationRequest(
             prompt=prompt, max_tokens=max_tokens, stop=("\n\n", *stop), json_schema=schema
         )
     messages = (
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": _case(module, inp, evidence, style, keep_evidence)},
+        {"role": "user", "content": _case(module, inp, evidence, style, keep_evidence, notes)},
     )
     return GenerationRequest(messages=messages, max_tokens=max_tokens, stop=stop, json_schema=schema)
 
@@ -262,6 +280,7 @@ def build_prompt(
     max_tokens: int,
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
     keep_evidence: bool = False,
+    notes: str = "answer",
 ) -> BuiltPrompt:
     """Build the request for ``module`` in ``style``, truncating evidence to fit (module doc).
 
@@ -277,7 +296,7 @@ def build_prompt(
     evidence = list(inp.evidence)
 
     def fits(ev: list[Evidence]) -> tuple[bool, GenerationRequest]:
-        req = _request(module, inp, ev, style, max_tokens, keep_evidence)
+        req = _request(module, inp, ev, style, max_tokens, keep_evidence, notes)
         return _prompt_tokens(req, llm) <= budget, req
 
     ok, req = fits(evidence)

@@ -202,3 +202,66 @@ def test_keep_evidence_is_a_strategy_option():
     assert mods["summary"]._tiers[Tier.HIGH].config.keep_evidence is True
     with pytest.raises(TypeError, match="unknown options"):
         build_implementation({"high": llm}, CostModel(), get_encoder("hashing"), keep_evidenc=True)
+
+
+def test_quotes_notes_ask_for_evidence_and_no_answer():
+    seen = []
+
+    def reply(req):
+        seen.append(req.messages[1]["content"])
+        return '(8 May 2023) "I adopted cat number 2."'
+
+    out = _tier("summary", reply, keep_evidence=True, notes="quotes")(_inp("summary"))
+    assert out.value.startswith('Notes: (8 May 2023) "I adopted cat number 2."\n\nQuestion:')
+    assert "Do not answer the question" in seen[0] and "Answer: <short answer>" not in seen[0]
+
+
+def test_base_tier_items_follow_the_llm_items_and_its_cost_is_added():
+    from modules.base import ModuleOutput
+    from modules.cost import Cost
+
+    def low(inp):
+        return ModuleOutput(
+            "entity", Tier.LOW, "", ("Alice | adopted | cat 1", "Alice | has | cat 3"), Cost(value=2.0)
+        )
+
+    alone = _tier("entity", lambda r: '{"items": ["Alice | adopted | cat 1"]}')(_inp("entity"))
+    tier = LLMTier(
+        "entity",
+        Tier.HIGH,
+        "test",
+        CachedLLM(FakeBackend(responder=lambda r: '{"items": ["Alice | adopted | cat 1"]}')),
+        CostModel(),
+        LLMTierConfig(),
+        base=low,
+    )
+    out = tier(_inp("entity"))
+    assert out.value == ("Alice | adopted | cat 1", "Alice | has | cat 3")  # LLM first, no duplicate
+    assert "Alice | has | cat 3" in out.text
+    assert out.cost.value == pytest.approx(alone.cost.value + 2.0)
+    with pytest.raises(ValueError, match="relation modules"):
+        LLMTier("filter", Tier.HIGH, "test", CachedLLM(FakeBackend()), CostModel(), LLMTierConfig(), base=low)
+
+
+def test_high_keeps_low_facts_and_high_notes_are_strategy_options():
+    from memory import get_encoder
+    from modules.strategies.implementation import build_implementation
+
+    llm = CachedLLM(FakeBackend())
+    enc = get_encoder("hashing")
+    mods = build_implementation(
+        {"high": llm}, CostModel(), enc, keep_evidence=True, high_keeps_low_facts=True, high_notes="quotes"
+    )
+    assert all(
+        mods[m]._tiers[Tier.HIGH].base is mods[m]._tiers[Tier.LOW] for m in ("entity", "temporal", "topic")
+    )
+    assert mods["filter"]._tiers[Tier.HIGH].base is None
+    assert mods["summary"]._tiers[Tier.HIGH].config.notes == "quotes"
+    out = mods["entity"]._tiers[Tier.HIGH](
+        ModuleInput(
+            "entity", "Where did Bob go?", (Evidence("c0", 'Bob said, "I went to Paris."', "2023-05-08"),)
+        )
+    )
+    assert "Bob | went to | Paris" in out.value  # the rules' fact survives a fake LLM reply
+    with pytest.raises(ValueError, match="high_notes must be one of"):
+        build_implementation({"high": llm}, CostModel(), enc, high_notes="essay")
