@@ -152,7 +152,7 @@ class CachedLLM:
 
         Duplicate requests inside one batch are computed once. Failed calls are returned
         but not stored, so a later run retries them. Inside a batching scheduler's worker
-        thread (see :mod:`modules.batching`) the requests wait there and go to the backend
+        thread (see :mod:`scale.batching`) the requests wait there and go to the backend
         together with the other episodes' calls.
 
         Args:

@@ -14,7 +14,7 @@ from modules.backends.base import BackendError, GenerationRequest, GenerationRes
 BACKENDS: dict[str, str] = {
     "llamacpp": "modules.backends.llamacpp:LlamaCppBackend",
     "transformers": "modules.backends.hf:TransformersBackend",
-    "vllm": "modules.backends.vllm_offline:VLLMBackend",
+    "vllm": "scale.vllm_offline:VLLMBackend",
     "openai": "modules.backends.openai_http:OpenAIBackend",
     "fake": "modules.backends.fake:FakeBackend",
     # wraps another backend (``inner``): pauses and retries through outages (modules/backends/resilient.py)

@@ -12,6 +12,7 @@ shaper, as SB3's ``sync_envs_normalization`` does for an eval env's normalisatio
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -104,7 +105,7 @@ def build_vec_env(
         )
     if kind == "batched":
         # Same envs as "dummy", but concurrent LLM calls of the N envs reach the backend as one batch.
-        from policies.training.batched_vec_env import BatchedVecEnv
-
-        return BatchedVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
+        # An optional scale path, so imported by name (as the backend registry does), never by the core.
+        batched = importlib.import_module("scale.batched_vec_env").BatchedVecEnv
+        return batched([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     raise ValueError(f"unknown vec_env kind {kind!r}; choose dummy, subproc or batched")
