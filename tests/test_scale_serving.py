@@ -15,8 +15,8 @@ from modules.backends.fake import FakeBackend
 from modules.backends.openai_http import OpenAIBackend
 from modules.backends.resilient import BackendOutage, ResilientBackend, is_transient
 from modules.cache import CachedLLM, CallCache
-from modules.fault_proxy import FaultProxy
 from scale.serving import free_port
+from tests.fault_proxy import FaultProxy
 
 # OpenAI-compatible serving is an optional scale path: `-m "not serving"` skips these tests.
 pytestmark = pytest.mark.serving
