@@ -1,15 +1,4 @@
-"""A persistent call cache (SQLite in WAL mode, or Redis) and an LLM wrapper that goes through it.
-
-Every LLM call is a pure function of (tags, model, request, code version) at temperature 0,
-so repeated epochs and lambda sweeps replay results instead of recomputing them. The entries
-live in a store chosen by URL (:mod:`modules.cache_stores`): a SQLite file in WAL mode lets
-the processes of one machine (parallel sweep workers) share it safely, with a busy timeout so
-writers wait for each other instead of failing; ``redis://...`` shares one cache across a
-cluster's workers.
-
-A replayed result carries the *original* tokens and latency (with ``cached=True``) so the
-metered cost of a call does not depend on whether the cache was warm.
-"""
+"""A persistent call cache (SQLite in WAL mode, or Redis) and an LLM wrapper that goes through it."""
 
 from __future__ import annotations
 

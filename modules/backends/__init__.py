@@ -1,8 +1,4 @@
-"""LLM backends behind one interface, created by name.
-
-The registry maps a short name to ``"module:Class"`` and imports the module only when that
-backend is requested, so ``import modules.backends`` never loads llama.cpp, torch or vLLM.
-"""
+"""LLM backends behind one interface, created by name."""
 
 from __future__ import annotations
 

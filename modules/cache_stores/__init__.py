@@ -1,12 +1,4 @@
-"""Key-value stores behind :class:`modules.cache.CallCache`, opened by URL.
-
-* a file path, ``sqlite:///abs/path.sqlite`` or ``":memory:"``: :class:`SQLiteStore`, one file
-  shared by the processes of one machine (WAL mode);
-* ``redis://host:port/db`` (or ``rediss://``): :class:`~scale.redis_store.RedisStore`,
-  shared by the workers of a cluster (needs the ``redis`` package, imported only then).
-
-``open_store(url)`` picks the store from the URL's scheme through the :data:`STORES` registry.
-"""
+"""Key-value stores behind :class:`modules.cache.CallCache`, opened by URL."""
 
 from __future__ import annotations
 

@@ -1,14 +1,4 @@
-"""Build the vectorised training environment around ``envs.router_env.MemoryRouterEnv``.
-
-Each worker env is built by ``envs.factory.make_env`` (the one env factory, also behind
-``gym.make``), so it gets its own ``RewardShaper`` (as ``envs.reward`` prescribes) and the seed
-``seed + rank``. With ``DummyVecEnv`` (default) all workers share one ``EnvComponents`` (one
-encoder, one llama.cpp instance, one call cache); with ``SubprocVecEnv`` each worker process
-builds its own from the config.
-
-:func:`sync_reward_statistics` copies worker 0's reward statistics into the validation's own
-shaper, as SB3's ``sync_envs_normalization`` does for an eval env's normalisation.
-"""
+"""Build the vectorised training environment around ``envs.router_env.MemoryRouterEnv``."""
 
 from __future__ import annotations
 
