@@ -13,8 +13,8 @@ from modules.backends import get_backend
 from modules.backends.base import GenerationRequest
 from modules.backends.fake import FakeBackend
 from modules.backends.openai_http import OpenAIBackend
-from modules.backends.resilient import BackendOutage, ResilientBackend, is_transient
 from modules.cache import CachedLLM, CallCache
+from scale.resilient import BackendOutage, ResilientBackend, is_transient
 from scale.serving import free_port
 from tests.fault_proxy import FaultProxy
 

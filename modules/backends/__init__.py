@@ -13,8 +13,8 @@ BACKENDS: dict[str, str] = {
     "vllm": "scale.vllm_offline:VLLMBackend",
     "openai": "modules.backends.openai_http:OpenAIBackend",
     "fake": "modules.backends.fake:FakeBackend",
-    # wraps another backend (``inner``): pauses and retries through outages (modules/backends/resilient.py)
-    "resilient": "modules.backends.resilient:ResilientBackend",
+    # vllm and resilient (wraps ``inner``, retries through outages) are optional scale paths in scale/
+    "resilient": "scale.resilient:ResilientBackend",
 }
 
 

@@ -1,4 +1,21 @@
-"""Ride out backend outages: pause and retry, and stop cleanly instead of degrading results."""
+"""Ride out backend outages: pause and retry, and stop cleanly instead of degrading results.
+
+A backend returns failed calls as ``finish_reason="error"`` results; the modules then fall
+back to degraded outputs, which is right for a *bad request* but wrong for an *outage* (a
+server restarting, a dropped network): a training run would learn from rewards of fallback
+outputs, and a sweep would record numbers that depend on when the server hiccupped.
+
+:class:`ResilientBackend` wraps any backend. Calls that failed for a transient reason
+(connection refused/reset, timeouts, HTTP 429/5xx, "gave up after N attempts") are retried
+with exponential backoff while the outage lasts, up to ``max_outage_s``; then it raises
+:class:`BackendOutage`, so the run stops (and resumes from its last checkpoint later) rather
+than continuing on fallbacks. Permanent errors (HTTP 400, prompt too long) come back at
+once as before. Nothing failed is ever stored: :class:`modules.cache.CachedLLM` caches only
+``ok`` results, and an outage raises before anything of that batch is stored.
+
+Config: ``backend: {name: resilient, inner: {name: openai, model: ..., base_url: ...},
+max_outage_s: 600}``.
+"""
 
 from __future__ import annotations
 
