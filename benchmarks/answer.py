@@ -1,12 +1,4 @@
-"""Answer generation: one short prompt per benchmark, built for the llama.cpp prefix cache.
-
-Each prompt puts the fixed instructions first, then the memory text (the pipeline's summary
-or retrieved evidence), then the question (and, for LongMemEval, the date it is asked), so
-the instruction prefix is shared by every question and the memory prefix by every question
-about the same history.
-
-Templates are plain format strings in :data:`ANSWER_TEMPLATES` (a registry by benchmark).
-"""
+"""Answer generation: one short prompt per benchmark, built for the llama.cpp prefix cache."""
 
 from __future__ import annotations
 

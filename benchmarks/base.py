@@ -1,10 +1,4 @@
-"""The ``Benchmark`` base class: one loading interface for every QA benchmark.
-
-A benchmark turns official data files into :class:`~benchmarks.types.Sample` objects (one
-history plus all questions about it) and knows its deterministic splits. Downstream code
-(memory building, answering, scoring, environments) only ever sees ``Sample``; there are no
-per-dataset copies of it.
-"""
+"""The ``Benchmark`` base class: one loading interface for every QA benchmark."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Verify data files against the ``SHA256SUMS`` file of the data directory.
-
-Every loader records the sha256 of each file it reads. When the data directory holds a
-``SHA256SUMS`` file (``<hex>  <name>`` lines, as written by ``sha256sum``), a mismatch is
-reported with a warning: results computed from a different file are not comparable, but a
-locally patched file is still allowed to load.
-"""
+"""Verify data files against the ``SHA256SUMS`` file of the data directory."""
 
 from __future__ import annotations
 

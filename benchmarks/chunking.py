@@ -1,25 +1,4 @@
-"""History -> memory chunks.
-
-**Choice: token-bounded packing of consecutive turns** (the BudgetMem layout), not one chunk
-per turn. Consecutive turns of one session are packed greedily until the next turn would
-push the chunk past ``max_tokens``; chunks never cross sessions, so every chunk has one date.
-Why: single dialogue turns are often too short to be retrievable on their own ("Wow, that's
-great!" answers the previous turn), and a question's evidence turns tend to be adjacent, while
-an upper bound keeps chunks inside the encoder's window (all-MiniLM-L6-v2 truncates at 256
-word pieces; 128 of our tokens is about 150-170 word pieces) and keeps the memory text handed
-to the modules short. ``granularity="turn"`` gives one chunk per turn for comparison.
-
-A turn longer than ``max_tokens`` (LongMemEval assistant replies often are) is split into
-consecutive pieces of at most ``max_tokens`` tokens; each piece is its own chunk carrying
-that turn's id, so no text is lost to encoder truncation.
-
-Rendering: a dialogue turn is ``{speaker} said, "{text}"`` plus `` and shared {caption}``
-when it shares an image (LoCoMo/BudgetMem); a document chunk (HotpotQA) is
-``{title}: {sentence} {sentence} ...``. Token counts use :func:`count_tokens`, a fast
-word-and-punctuation count (a lower bound on word pieces) that needs no model.
-
-Each :class:`Chunk` remembers its turn ids (for evidence recall) and its session's date.
-"""
+"""History -> memory chunks."""
 
 from __future__ import annotations
 
@@ -111,7 +90,7 @@ def _session_units(session: Session, kind: str, max_tokens: int) -> tuple[str, l
 
 
 def chunk_history(history: History, config: ChunkingConfig | None = None) -> list[Chunk]:
-    """Cut a history into chunks in time order (see the module docstring).
+    """Cut a history into chunks in time order (see docs/design.md).
 
     Args:
         history: The history (``kind`` ``"dialogue"`` or ``"document"``).

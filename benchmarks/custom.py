@@ -1,24 +1,4 @@
-"""``benchmark=custom``: your own memory-QA data, read with Hugging Face ``datasets``.
-
-Accepted inputs (``benchmark.options.path``; the format follows the suffix unless
-``benchmark.options.format`` says otherwise):
-
-* ``.jsonl`` / ``.json`` (JSON Lines or a JSON list of objects), ``.parquet``, ``.csv``;
-* a directory written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk`` (the
-  DatasetDict's keys ``train`` / ``val`` (or ``validation``) / ``test`` are the splits).
-
-A relative path is looked up in the working directory, then in the data directory, then in the
-project root. The row schema and the column mapping are in :mod:`benchmarks.custom_rows`.
-
-Splits, in this order of precedence:
-
-1. the DatasetDict's keys (saved directory);
-2. the ``split`` column, when the data has it (every row of one history must agree);
-3. otherwise a seeded ratio over *histories* (never splitting one history's questions):
-   histories sorted by ``sha256("{split_seed}:{history_id}")``; the first
-   ``round(split_ratio[0] * n)`` are ``train``, the next ``round(split_ratio[1] * n)`` ``val``,
-   the rest ``test``. Default ratio ``[0.6, 0.2, 0.2]``, seed 0; independent of row order.
-"""
+"""``benchmark=custom``: your own memory-QA data, read with Hugging Face ``datasets``."""
 
 from __future__ import annotations
 
@@ -92,7 +72,7 @@ def check_ratio(ratio: Sequence[float]) -> tuple[float, float, float]:
 
 
 def ratio_splits(history_ids: Sequence[str], ratio: Sequence[float], seed: int) -> dict[str, str]:
-    """Assign histories to splits by rank in seeded sha256 order (see the module docstring)."""
+    """Assign histories to splits by rank in seeded sha256 order (see docs/design.md)."""
     ranked = sorted(history_ids, key=lambda h: hashlib.sha256(f"{seed}:{h}".encode()).hexdigest())
     n_train, n_val = round(ratio[0] * len(ranked)), round(ratio[1] * len(ranked))
     return {
@@ -272,7 +252,7 @@ def _row_split(reader: RowReader, key: str | None) -> str | None:
 
 @register
 class CustomBenchmark(Benchmark):
-    """A user's dataset in the documented row schema (see the module docstring).
+    """A user's dataset in the documented row schema (see docs/design.md).
 
     Args:
         data_dir: Data directory (searched for a relative ``path``).

@@ -1,33 +1,4 @@
-r"""Rows of a user's dataset -> histories and questions (the schema of ``benchmark=custom``).
-
-One row is one question. Its columns (names remappable with ``benchmark.options.columns``):
-
-============== ======== ==================================================================
-field          required meaning
-============== ======== ==================================================================
-history_id     no       Groups questions about the same history (default: the row number).
-sessions       one of   Dialogue history: ``[{session_id?, date?, turns: [{speaker, text,
-documents      the two  turn_id?}]}]``; or documents: ``[{title, text}]``, ``[{title,
-                        sentences: [...]}]`` or HotpotQA-style ``[[title, [sentences]]]``.
-                        Only one row of a history needs it; other rows may leave it empty
-                        or repeat it identically.
-question       yes      The question text.
-answer         one of   The gold answer (text or number) ...
-answers        the two  ... and/or a list of accepted answers (F1/EM take the best match).
-question_id    no       Unique id (default ``{history_id}:q{n}``).
-category       no       Category label for per-category reports (default ``default``).
-evidence_ids   no       Gold evidence: turn ids or session ids/titles (= all their turns).
-question_date  no       Date the question is asked (shown to the answer model).
-abstention     no       True when the right answer is "not answerable".
-split          no       ``train`` / ``val`` (or ``validation``) / ``test``.
-============== ======== ==================================================================
-
-Turn ids default to ``s{i}:t{j}`` (session ``i`` of the history, turn ``j``) for dialogue and
-``{title}#{k}`` (sentence ``k``) for documents, so evidence can be given without ids in the data.
-In CSV files the list columns may hold JSON text (``"[\"s0:t1\"]"``); ``evidence_ids`` may also be
-``;``-separated. Dates parsed to timestamps by Arrow's JSON reader are turned back into text
-(``YYYY-MM-DD`` or ``YYYY-MM-DD HH:MM:SS``).
-"""
+r"""Rows of a user's dataset -> histories and questions (the schema of ``benchmark=custom``)."""
 
 from __future__ import annotations
 
@@ -40,7 +11,7 @@ from typing import Any
 from benchmarks.records import RecordRef, answer_text
 from benchmarks.types import Session, Turn
 
-#: The fields a row can map (see the module docstring).
+#: The fields a row can map (see docs/design.md).
 FIELDS: tuple[str, ...] = (
     "history_id",
     "sessions",

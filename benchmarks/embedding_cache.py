@@ -1,11 +1,4 @@
-"""On-disk cache of chunk embeddings, so repeated retrieval runs do not re-encode histories.
-
-Encoding is the dominant cost of building a memory on CPU (all-MiniLM-L6-v2 runs at roughly
-2-3k tokens/s on two cores; one LongMemEval_S haystack is ~100k tokens). Vectors are stored
-per history as one ``.npy`` file named by the sha256 of (cache version, encoder name, encoder
-dim, every chunk text), so any change of chunking, rendering or encoder misses the cache
-instead of reading stale vectors. Files are written atomically.
-"""
+"""On-disk cache of chunk embeddings, so repeated retrieval runs do not re-encode histories."""
 
 from __future__ import annotations
 

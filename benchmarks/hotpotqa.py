@@ -1,22 +1,4 @@
-"""HotpotQA loader (official distractor format, JSON Lines or a JSON list).
-
-Each question's paragraphs (10 in the distractor setting; a few records have fewer) form its
-own history: one :class:`Session` per paragraph (``session_id`` = title) whose turns are the
-paragraph's sentences with ids ``{title}#{sent_idx}``, exactly the keys of
-``supporting_facts``, which become the question's ``evidence_ids``. The history's ``kind`` is
-``"document"`` so that chunking renders paragraphs, not dialogue.
-
-Files (``benchmark.options.file``, ``--option file=...`` on the command line; a relative name is
-looked up in the data directory): the default is the AFlow validation file
-(``hotpotqa_aflow_validate200.jsonl``, JSON Lines); the official
-``hotpot_dev_distractor_v1.json`` (a JSON list of 7,405 questions) or any other file in the same
-record format loads the same way, e.g. ``benchmark.options.file=hotpot_dev_distractor_v1.json``.
-
-Split (documented, deterministic, independent of file order, the same rule for every file): the
-questions sorted by ``sha256(_id)`` (hex); the first ``round(0.6 n)`` are ``train``, the next
-``round(0.2 n)`` ``val``, the rest ``test`` (120/40/40 for the 200-question AFlow file,
-4,443/1,481/1,481 for the official dev file).
-"""
+"""HotpotQA loader (official distractor format, JSON Lines or a JSON list)."""
 
 from __future__ import annotations
 
@@ -132,7 +114,7 @@ def parse_record(raw: Any, index: int, path: Path) -> Sample:
 
 
 def split_of(ids: list[str]) -> dict[str, str]:
-    """Assign each question id to a split by its rank in sha256 order (see module docstring)."""
+    """Assign each question id to a split by its rank in sha256 order (see docs/design.md)."""
     ranked = sorted(ids, key=lambda q: hashlib.sha256(q.encode("utf-8")).hexdigest())
     n_train = round(TRAIN_FRACTION * len(ranked))
     n_val = round(VAL_FRACTION * len(ranked))

@@ -1,28 +1,4 @@
-"""Importance of a memory chunk in [0, 1], for importance-aware eviction of dialogue memory.
-
-The hierarchical memory evicts the least important items first (and protects items at or above
-the memory's ``essential_threshold``, 0.85 by default). For dialogue we have no labels, so
-the score is a transparent heuristic about which utterances carry *facts a later question
-can ask about* rather than phatic talk:
-
-=========================================================  ======
-signal (per turn)                                          weight
-=========================================================  ======
-base                                                        0.30
-a number, a month or weekday name, or a relative date        0.20
-  ("yesterday", "last week"): temporal and numeric facts
-a shared image (LoCoMo: the caption describes an object)     0.15
-first-person statement ("I", "my", "we", "our"):             0.10
-  self-disclosure is what personal-memory questions ask
-proper nouns (capitalised words not at a sentence start),   0.05 each, at most 0.15
-  i.e. named people, places, brands
-length: ``0.10 * min(1, tokens / 40)``                       <= 0.10
-short reply (< 6 tokens) or a pure question (ends with ?)   -0.15
-=========================================================  ======
-
-A chunk's importance is the *maximum* over its turns (one key fact makes the chunk worth
-keeping), clipped to [0, 1]. Document chunks (HotpotQA paragraphs) use the same signals.
-"""
+"""Importance of a memory chunk in [0, 1], for importance-aware eviction of dialogue memory."""
 
 from __future__ import annotations
 
@@ -42,7 +18,7 @@ _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 
 
 def turn_importance(turn: Turn) -> float:
-    """Heuristic importance of one turn (see the module docstring), clipped to [0, 1]."""
+    """Heuristic importance of one turn (see docs/design.md), clipped to [0, 1]."""
     text = turn.text
     n_tokens = count_tokens(text)
     score = 0.30

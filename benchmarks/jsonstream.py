@@ -1,9 +1,4 @@
-"""Stream the elements of a top-level JSON list without holding the whole document.
-
-The LongMemEval S file is 257 MB of JSON; ``json.load`` needs 2-3 GB of RAM for it. This
-reader decodes one element at a time with :meth:`json.JSONDecoder.raw_decode` over a sliding
-text buffer, so memory stays around one element plus one read block.
-"""
+"""Stream the elements of a top-level JSON list without holding the whole document."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""LLM-as-judge with fixed, versioned prompts, under a choice of protocol.
-
-Protocols (``judge.protocol`` in configs, :data:`PROTOCOLS`):
-
-* ``budgetmem`` (default): BudgetMem's graded judge. It sees the question, the gold answer and
-  the prediction and must reply with JSON ``{"explanation": str, "score": 0 | 0.5 | 1}``.
-* ``locomo`` and ``longmemeval``: the binary judges of :mod:`benchmarks.judge_protocols`.
-
-The protocol's prompt hash (sha256 of its version tag and templates; :data:`PROMPT_HASH` for the
-default) is recorded with every result, so scores from different prompts are never mixed
-silently. The judge model is any backend (``judge.backend`` overrides: a local model or any
-OpenAI-compatible endpoint through the ``openai`` backend).
-
-A call that errors or whose output cannot be parsed is a *failure*: ``score=None`` and
-``failed=True``. It is counted, never turned into a 0 (BudgetMem scores parse failures as 0,
-which biases judge means downward whenever the judge misbehaves). A question the protocol
-does not judge (LoCoMo's adversarial category under ``locomo``) is *excluded*: no call,
-``score=None``, ``failed=False``.
-"""
+"""LLM-as-judge with fixed, versioned prompts, under a choice of protocol."""
 
 from __future__ import annotations
 

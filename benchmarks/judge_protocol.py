@@ -1,13 +1,4 @@
-"""What a judge protocol is: versioned prompt templates, which questions it judges, and a strict parser.
-
-A protocol turns ``(question, prediction)`` into one prompt and the judge's raw output into a
-score, or raises ``ValueError`` when the output cannot be read (the judge then records a counted
-failure, never a 0). :attr:`JudgeProtocol.prompt_hash` hashes the version tag and *every*
-template of the protocol, so any wording change gives new hashes in the records and scores from
-different prompts are never averaged together unnoticed. The protocols themselves live in
-:mod:`benchmarks.judge` (BudgetMem's 0/0.5/1 judge) and :mod:`benchmarks.judge_protocols`
-(LoCoMo's binary judge, LongMemEval's per-type yes/no judge).
-"""
+"""What a judge protocol is: versioned prompt templates, which questions it judges, and a strict parser."""
 
 from __future__ import annotations
 

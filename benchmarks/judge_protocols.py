@@ -1,24 +1,4 @@
-"""The judge protocols people compare against: LoCoMo's binary judge and LongMemEval's yes/no judge.
-
-* ``locomo``: the binary CORRECT/WRONG judge that mem0 introduced for LoCoMo and most memory
-  papers since report ("LLM-as-a-Judge" J score). Generous matching (same referent, any wording;
-  dates in any format or as a resolvable relative expression count). The adversarial category
-  (LoCoMo ``5``, or a category named ``adversarial``) is excluded, as in those reports: such
-  questions get no verdict (``excluded``), neither 0 nor 1.
-* ``longmemeval``: LongMemEval's evaluation (``evaluate_qa.py``): one yes/no prompt per question
-  type. ``single-session-user``, ``single-session-assistant`` and ``multi-session`` (and any
-  other category) use the base rule: yes if the response contains the answer, is equivalent to
-  it or gives all intermediate steps to it; a subset of the required information is no.
-  ``temporal-reasoning`` adds off-by-one tolerance for counts of days/weeks/months;
-  ``knowledge-update`` accepts earlier information next to the updated answer;
-  ``single-session-preference`` grades against a rubric; abstention questions (``_abs``) ask
-  whether the response recognises the question as unanswerable.
-
-The templates restate the published grading rules in our own words (they are not verbatim
-copies), so their hashes differ from the originals': compare numbers across projects knowing
-that, and compare runs of this project by ``judge_prompt_hash``. Parsing is strict: an output
-without exactly one label is a counted failure, never a silent score.
-"""
+"""The judge protocols people compare against: LoCoMo's binary judge and LongMemEval's yes/no judge."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""LoCoMo loader (``locomo10.json``, snap-research/LoCoMo).
-
-One :class:`Sample` per conversation; all of its QA items are its questions.
-
-Split (the BudgetMem paper's): conversations 0-5 ``train``, 6-7 ``val``, 8-9 ``test``
-(conv-49, conv-50: 314 non-adversarial questions).
-
-Data quirks handled here (see the data README):
-
-* Category 5 (adversarial) is excluded by default (``include_adversarial=True`` loads it).
-  Those items usually have no ``answer``; their gold answer becomes
-  ``"Not mentioned in the conversation"`` (the LoCoMo convention) and the data's
-  ``adversarial_answer`` is kept in ``Question.extra``.
-* ``answer`` is sometimes an int: converted to text.
-* Evidence strings are split on ``;`` and whitespace (``"D8:6; D9:17"``), repaired where the
-  intent is unambiguous (``"D:11:26"`` -> ``D11:26``, ``"D30:05"`` -> ``D30:5``), and ids
-  that name no turn of the conversation (``"D"``, ``"D10:19"`` in conv-42) are dropped and
-  listed in ``Question.extra["dropped_evidence"]``.
-* conv-26 has ``session_20..35_date_time`` keys without sessions: sessions are found by
-  iterating ``session_<n>`` keys, so phantom dates are ignored.
-"""
+"""LoCoMo loader (``locomo10.json``, snap-research/LoCoMo)."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""LongMemEval loaders: the oracle file and the S file (xiaowu0162/LongMemEval, cleaned release).
-
-Each question has its own haystack, so a :class:`Sample` is one question with its own history.
-
-* ``longmemeval`` reads ``longmemeval_s_cleaned_498.json.xz`` (full haystacks, 38-58 sessions)
-  through a per-question on-disk cache (:mod:`benchmarks.longmemeval_cache`), built once.
-  Two questions are missing from this release (``7e00a6cb`` in val, ``gpt4_7a0daae1`` in train);
-  they are skipped and listed in :attr:`LongMemEval.missing`.
-* ``longmemeval_oracle`` reads ``longmemeval_oracle.json`` (evidence sessions only, 500 questions).
-
-Splits are the BudgetMem paper's (``longmemeval_s_splits_qids.json``: train/val/test =
-297/98/105 question ids); the 105-question test split is complete in both files.
-
-Mapping to the data model:
-
-* Sessions are sorted by their date (stable, so same-date sessions keep file order): the
-  memory is ingested in time order, while haystacks in the files are not always ordered.
-* Turn ids are ``s{i}:t{j}`` with ``i`` the session's position in the *file's* haystack and
-  ``j`` the turn's position in the session; the session id is the data's ``haystack_session_ids[i]``.
-* ``evidence_ids`` are the turns flagged ``has_answer``; abstention questions (``_abs``, 30)
-  have none. ``Question.extra["answer_session_ids"]`` keeps the gold sessions (comma-joined).
-"""
+"""LongMemEval loaders: the oracle file and the S file (xiaowu0162/LongMemEval, cleaned release)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""One-pass, per-question on-disk cache of the LongMemEval S file.
-
-``longmemeval_s_cleaned_498.json.xz`` is 41 MB compressed and 257 MB of JSON; decoding it
-whole takes ~15 s and 2-3 GB of RAM. We decompress and stream it **once** into
-``<cache root>/longmemeval_s/<sha256 of the .xz>/``: one gzip-compressed JSON file per
-question plus an ``index.json`` that lists the question ids in file order. Later processes
-read only the questions they need.
-
-The build is safe under concurrency and crashes: a file lock serialises builders, the cache is
-written into a temporary sibling directory and moved into place with one ``os.replace``, and
-``index.json`` (written last) marks a finished cache. Keying by the file's sha256 means a
-changed data file never reads a stale cache.
-"""
+"""One-pass, per-question on-disk cache of the LongMemEval S file."""
 
 from __future__ import annotations
 

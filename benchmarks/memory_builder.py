@@ -1,18 +1,4 @@
-"""Build one hierarchical memory per history, and retrieve evidence for a question.
-
-``build_memory`` chunks the history (:mod:`benchmarks.chunking`), scores each chunk's
-importance (:mod:`benchmarks.importance`), encodes the chunks in batches and ingests them into
-a :class:`memory.HierarchicalMemory` in time order, each with metadata ``{chunk_id, turn_ids,
-session_id, timestamp}``. ``retrieve_evidence`` turns retrieved items back into
-:class:`modules.types.Evidence` whose ``source_ids`` are the chunk's turn ids.
-
-Sizing: a fixed L1/L2 capacity would be meaningless across histories of 400 (LoCoMo) to 1,000+
-(LongMemEval_S) chunks, so when no explicit :class:`memory.MemoryConfig` is given the
-capacities are fractions of the history's chunk count (:class:`MemoryBuildConfig`): by default
-L1 (working memory) holds 10% of the chunks (at least 16) and L2 (archive) holds all of them,
-so nothing is pruned and the levels differ only in where retrieval looks first. Set
-``l2_fraction < 1`` to study pruning.
-"""
+"""Build one hierarchical memory per history, and retrieve evidence for a question."""
 
 from __future__ import annotations
 

@@ -1,24 +1,4 @@
-"""Answer metrics: token F1 with the LoCoMo normalisation, f1_max, exact match, per-category means.
-
-Normalisation (LoCoMo ``task_eval/evaluation.py``, reused by BudgetMem ``eval_utils.py``):
-remove commas, lowercase, strip ASCII punctuation (``string.punctuation``), remove the words
-*a, an, the, and*, collapse whitespace; for F1 every remaining token is Porter-stemmed
-(``nltk.stem.PorterStemmer`` in its default NLTK_EXTENSIONS mode, as the LoCoMo code uses).
-
-Per-benchmark scoring (:func:`score_answer`):
-
-* LoCoMo category 1 (multi-hop): :func:`f1_max` (comma-separated items; mean over gold items
-  of the best-matching predicted item).
-* LoCoMo category 3 (open-domain): the gold answer is cut at its first ``;`` before token F1
-  (the text after it is a justification, not the answer).
-* LoCoMo category 5 (adversarial, only when loaded): 1 if the prediction says the information
-  is not available (``"no information available"`` / ``"not mentioned"``), else 0, as in LoCoMo.
-* Everything else (LoCoMo 2/4, LongMemEval, HotpotQA, custom): token F1.
-* Several accepted answers (``Question.extra["answers"]``, a JSON list; custom data): the best
-  F1 and EM over them.
-
-Exact match compares the normalised strings (without stemming) after the same gold cut.
-"""
+"""Answer metrics: token F1 with the LoCoMo normalisation, f1_max, exact match, per-category means."""
 
 from __future__ import annotations
 
@@ -40,7 +20,7 @@ _ABSTAIN_PHRASES = ("no information available", "not mentioned")
 
 
 def normalize_answer(text: str) -> str:
-    """LoCoMo answer normalisation (no stemming): see the module docstring."""
+    """LoCoMo answer normalisation (no stemming): see docs/design.md."""
     text = str(text).replace(",", "").lower()
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = _ARTICLES.sub(" ", text)

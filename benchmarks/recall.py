@@ -1,10 +1,4 @@
-"""Evidence recall: retrieval quality measured without any LLM.
-
-``evidence_recall`` is the share of a question's gold evidence turns (LoCoMo dialogue ids,
-LongMemEval ``has_answer`` turns, HotpotQA supporting sentences) that lie inside the
-retrieved chunks. Questions without gold evidence (LoCoMo's 4 empty lists, LongMemEval
-abstention questions) have no recall (``None``) and are left out of means.
-"""
+"""Evidence recall: retrieval quality measured without any LLM."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Strict field access for raw data records, with errors that name file, record and field.
-
-The loaders read official JSON files whose schemas have known quirks. Every access to a raw
-field goes through :func:`field` so that a missing key or a wrong type raises
-:class:`~common.datadir.DataFileError` with a message like
-``locomo10.json: record conv-26 (index 0): field 'qa[3].question': expected str, got int``.
-"""
+"""Strict field access for raw data records, with errors that name file, record and field."""
 
 from __future__ import annotations
 

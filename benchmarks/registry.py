@@ -1,8 +1,4 @@
-"""Benchmark registry: ``get_benchmark("locomo")`` instead of if/else chains.
-
-Loaders register themselves with :func:`register` when their module is imported;
-:func:`get_benchmark` imports the known loader modules lazily.
-"""
+"""Benchmark registry: ``get_benchmark("locomo")`` instead of if/else chains."""
 
 from __future__ import annotations
 

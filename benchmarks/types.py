@@ -1,8 +1,4 @@
-"""The one data model every benchmark loader yields.
-
-A :class:`Sample` is one history (conversation / haystack / paragraph set) with all the
-questions asked about it, so the history is ingested into memory once for all of them.
-"""
+"""The one data model every benchmark loader yields."""
 
 from __future__ import annotations
 

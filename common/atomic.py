@@ -1,8 +1,4 @@
-"""Atomic file writes: write to a temporary sibling, fsync, then ``os.replace``.
-
-Caches, checkpoints and indexes go through these helpers so that a crash or a
-``kill -9`` mid-write never leaves a half-written file where a good one was.
-"""
+"""Atomic file writes: write to a temporary sibling, fsync, then ``os.replace``."""
 
 from __future__ import annotations
 

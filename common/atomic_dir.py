@@ -1,18 +1,4 @@
-"""Crash-safe replacement of a whole directory (checkpoints, exported routers).
-
-:func:`write_dir_atomically` swaps a new copy of ``dest`` in with renames only, and names every
-intermediate so that a crash at any point leaves a *complete* copy that :func:`recover_dir`
-can put back:
-
-1. ``fill`` writes ``.{name}.tmp-{pid}-…`` (incomplete until ``fill`` returns);
-2. it is renamed ``.{name}.new-{pid}`` (complete);
-3. ``dest`` is renamed ``.{name}.old-{pid}`` (the previous complete copy);
-4. ``.{name}.new-{pid}`` is renamed ``dest``;
-5. ``.{name}.old-{pid}`` is deleted.
-
-A ``kill -9`` between 3 and 4 used to leave no ``dest`` at all; :func:`recover_dir` restores
-the newest complete copy (the ``new`` one, else the ``old`` one) and deletes stale temporaries.
-"""
+"""Crash-safe replacement of a whole directory (checkpoints, exported routers)."""
 
 from __future__ import annotations
 

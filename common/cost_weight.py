@@ -1,16 +1,4 @@
-"""The cost weight λ of the reward ``r_task + λ·α·r_cost``: its one owner.
-
-:class:`CostWeight` is a frozen value built once, from the config's ``cost.lambda`` and
-``cost.lambdas`` (:meth:`CostWeight.from_config`) or from an exported router's metadata
-(:meth:`CostWeight.from_metadata`). The env draws each episode's λ from it
-(:meth:`~CostWeight.sample`), validation scores at its :attr:`~CostWeight.values`, the export
-writes :meth:`~CostWeight.to_metadata` and ``policies.router.Router`` checks the λ it is asked to
-route at with :meth:`~CostWeight.for_routing`. Everything else receives the one λ of the episode
-at hand as an argument (the observation scalar, the reward); nothing keeps a copy.
-
-It lives in ``common`` because the exported router (``policies.router``), which must import
-neither Gymnasium nor ``envs``, reads it as well as the env.
-"""
+"""The cost weight λ of the reward ``r_task + λ·α·r_cost``: its one owner."""
 
 from __future__ import annotations
 

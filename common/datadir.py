@@ -1,9 +1,4 @@
-"""Resolve the benchmark data directory and give clear errors for missing files.
-
-Order of resolution: an explicit argument (from config / CLI), then the
-``BUDGET_ROUTER_DATA`` environment variable, then ``../shared/data`` relative to
-the project root, then ``./data``. Data files are never committed to the repo.
-"""
+"""Resolve the benchmark data directory and give clear errors for missing files."""
 
 from __future__ import annotations
 

@@ -1,21 +1,4 @@
-"""Keep secrets given in a config out of everything a run writes to disk.
-
-A config may carry credentials: ``backend.base_url=https://user:pass@host/v1``, an API key
-field, a token in a URL's query string. Every file a run writes that holds config values
-(``config.yaml``, ``run_metadata.json``, ``.hydra/``, ``router/metadata.json``, tracker configs)
-goes through :func:`redact` first, so a run directory can be shared without leaking them.
-
-What counts as a secret:
-
-* a mapping key whose name, split at ``_``, ``-``, ``.`` and camel case, contains ``key``,
-  ``apikey``, ``token``, ``secret``, ``password``, ``passwd`` or ``credentials``; its value is
-  replaced unless it is empty. Names of environment variables (a key ending in ``_env``, such as
-  ``api_key_env: OPENAI_API_KEY``) are not secrets and stay;
-* the user-info part of any URL in a string (``scheme://user:pass@host``);
-* URL query parameters with a secret name (``?api_key=...``, ``&token=...``);
-* ``name=value`` command-line overrides with a secret name (``sys.argv``, Hydra's override
-  lists and ``override_dirname``).
-"""
+"""Keep secrets given in a config out of everything a run writes to disk."""
 
 from __future__ import annotations
 

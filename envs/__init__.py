@@ -4,8 +4,6 @@ Importing this package registers one gym id per benchmark; each builds a
 :class:`envs.router_env.MemoryRouterEnv` from a config dict (keys: :mod:`envs.config_schema`)::
 
     env = gymnasium.make("BudgetRouter-LoCoMo-v0", config=cfg, split="train")
-
-Heavy imports (models, benchmarks) happen only when an env is made.
 """
 
 from __future__ import annotations

@@ -1,17 +1,4 @@
-"""Build everything an episode needs from one plain nested-dict config.
-
-``make_components(cfg)`` returns :class:`EnvComponents`: the sentence encoder, the LLMs (each
-a ``modules.cache.CachedLLM`` over ``modules.backends.get_backend``, all sharing one
-``CallCache`` file), the tiered pipeline (``modules.pipeline.build_pipeline``), the answer
-generator, an optional LLM judge, the cost model and the observation builder. Training
-(``train.py``, via Hydra, which passes its config as a dict) and ``evaluate.py`` build their
-environments through this one function, so both see the same components. The question bank
-the same config describes is built by :func:`envs.question_bank.question_bank_from`. The
-config's keys, types and defaults are :class:`envs.config_schema.EnvConfig`.
-
-Identical backend settings are built once: if the answer LLM and the HIGH-tier LLM are the
-same model, one llama.cpp instance (and its prompt cache) serves both.
-"""
+"""Build everything an episode needs from one plain nested-dict config."""
 
 from __future__ import annotations
 

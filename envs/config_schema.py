@@ -1,17 +1,4 @@
-"""The typed schema of the env's config sections: every key, its type, default and meaning.
-
-The keys :func:`envs.components.make_components` and :func:`envs.question_bank.question_bank_from`
-read. ``policies.training.settings.Config`` extends :class:`EnvConfig` with the training sections;
-registered with Hydra's ConfigStore as the base of ``configs/config.yaml``, it makes Hydra reject a
-wrong key or type at composition, naming both. The YAML files hold the values (a test keeps these
-defaults equal to them); :func:`parse` checks a plain dict (a recorded run config, a test's partial
-config) against the same schema and fills in the defaults.
-
-Open sections stay dicts: ``backend`` (the backend's constructor options), ``benchmark.options``
-(the loader's), ``strategy.options`` (``modules.pipeline.build_pipeline``'s) and ``memory``
-(``MemoryBuildConfig`` fields, checked by :func:`envs.question_bank.memory_build_config`). No model
-code is imported here, so ``train.py --help`` stays fast.
-"""
+"""The typed schema of the env's config sections: every key, its type, default and meaning."""
 
 from __future__ import annotations
 

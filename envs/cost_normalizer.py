@@ -1,9 +1,4 @@
-"""The BudgetMem sliding-window cost normaliser: ``ĉ = clip((√c − P5) / (P95 − P5), 0, 1)``.
-
-:class:`envs.reward.RewardShaper` turns ``ĉ`` into ``r_cost = 1 − ĉ``; the module docstring of
-:mod:`envs.reward` states the rules, including the degenerate-window cases, next to the α that
-scales the cost term.
-"""
+"""The BudgetMem sliding-window cost normaliser: ``ĉ = clip((√c − P5) / (P95 − P5), 0, 1)``."""
 
 from __future__ import annotations
 
@@ -31,7 +26,7 @@ def percentile_linear(values: np.ndarray, q: float) -> float:
 
 
 class CostNormalizer:
-    """Sliding-window sqrt + percentile normaliser of raw costs (see the module docstring).
+    """Sliding-window sqrt + percentile normaliser of raw costs (see docs/design.md).
 
     Args:
         window: Number of most recent raw costs kept (FIFO).

@@ -1,20 +1,4 @@
-"""One question, run step by step: the code shared by the training env and the evaluation loop.
-
-:class:`Episode` wraps one :class:`~envs.protocols.RoutableRun` (a
-:class:`~modules.pipeline.PipelineRun`, or the fake one in tests): it builds the observation
-for the module about to run, runs that module at the chosen tier, and at the end generates the
-answer, scores it (token F1 / EM, optionally the LLM judge) and returns an
-:class:`EpisodeRecord`. :class:`envs.router_env.MemoryRouterEnv` (training) and
-:func:`envs.rollout.run_episode` (validation, ``evaluate.py``) both drive this class, so
-training and evaluation measure exactly the same thing.
-
-Costs: ``module_cost`` is what the router's decisions cost (the five modules);
-``answer_cost`` is the final answer generation, which the router does not control but which
-still depends on the summary it produced. Whether the reward sees the answer cost is the
-``cost.include_answer_cost`` option (default off, as in the reference); records always carry
-both. ``latency_s`` is *metered* latency (the sum of the calls' recorded latencies, which a
-cache replay preserves), so it is deterministic under a warm cache; wall time is not recorded.
-"""
+"""One question, run step by step: the code shared by the training env and the evaluation loop."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The one env factory: a ready :class:`MemoryRouterEnv` from a config.
-
-``gym.make`` (through :func:`make_registered_env`), the training workers
-(``policies.training.vec_env``) and the tests build their envs with :func:`make_env`, so every
-env reads the task metric, the cost weight and the reward settings from the config the same way.
-Validation and ``evaluate.py`` drive episodes without an env (``envs.rollout``) over the same
-:func:`envs.components.make_components` and :func:`envs.question_bank.question_bank_from`.
-"""
+"""The one env factory: a ready :class:`MemoryRouterEnv` from a config."""
 
 from __future__ import annotations
 

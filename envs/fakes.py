@@ -1,16 +1,4 @@
-"""Deterministic stand-ins for unit tests of the env plumbing and of the learning loop.
-
-Nothing here is used for results. :func:`make_fake_components` wires the *real* env code
-(observation builder, episode runner, reward shaper, call cache, cost model, fake LLM backend
-behind ``CachedLLM``) to a :class:`FakePipeline` whose answer quality depends on the tiers in
-a known way, so a test can check that a policy learns the optimal routing.
-
-The synthetic task (:data:`OPTIMAL_TIERS`): three question types, each told apart by its
-first word. A ``when`` question is answered correctly only if the temporal module ran at
-HIGH; a ``who`` question needs entity at HIGH; a ``what`` question needs topic at MID or
-better. Every tier costs more than the one below it (:data:`TIER_COSTS`), so with λ > 0 the
-optimal policy spends HIGH (or MID) only where it pays and LOW everywhere else.
-"""
+"""Deterministic stand-ins for unit tests of the env plumbing and of the learning loop."""
 
 from __future__ import annotations
 

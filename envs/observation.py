@@ -4,23 +4,6 @@ The observation is one flat float32 vector (a Gymnasium ``Box``)::
 
     [ one-hot of the module being decided (n_modules) | query embedding (embed_dim)
       | embedding of that module's current input text (embed_dim) | scalar features (n_scalars) ]
-
-:class:`ObservationSpec` records the layout (widths, slices and scalar names) and is saved
-with router checkpoints (``to_dict``/``from_dict``), so a policy never reads a vector laid out
-differently from the one it was trained on. :class:`ObservationBuilder` fills the vector; it
-memoises text embeddings because the same query and the same module inputs recur in every
-epoch and in every run of a λ sweep.
-
-Scalar features (all cheap, all bounded to ``[-SCALAR_BOUND, SCALAR_BOUND]``):
-
-* ``position``: module index / (n_modules - 1), in [0, 1] (redundant with the one-hot, but it
-  gives an MLP an ordinal view of progress for free);
-* ``input_len``: ``log1p(words in the module's input) / log1p(4096)``, about [0, 1] for
-  inputs up to 4,096 words;
-* ``cost_so_far``: ``log1p(module cost spent so far in this episode)`` in the configured cost
-  unit (GFLOPs or USD); a log because GFLOP costs span orders of magnitude across tiers;
-* ``cost_lambda``: the cost weight λ of the reward. Constant within a single-λ run; a
-  λ-conditioned run (``cost.lambdas``) draws it per episode, so one router learns every λ.
 """
 
 from __future__ import annotations
@@ -226,7 +209,7 @@ class ObservationBuilder:
     def scalar_features(
         module_index: int, n_modules: int, input_text: str, cost_so_far: float, cost_lambda: float
     ) -> dict[str, float]:
-        """Compute the default scalar features (see the module docstring for their definitions)."""
+        """Compute the default scalar features (definitions: docs/design.md)."""
         return {
             "position": module_index / max(1, n_modules - 1),
             "input_len": math.log1p(len(input_text.split())) / _INPUT_LEN_REF,

@@ -1,21 +1,4 @@
-"""The roles an :class:`~envs.components.EnvComponents` fills, as Protocols.
-
-Each role has a real implementation (built by ``envs.components.make_components``) and a fake
-one (``envs.fakes``, tests), so the env, the episode runner and the exported router are typed
-against the role, not against either class:
-
-==================  ===============================================  ===================================
-role                real                                             fake
-==================  ===============================================  ===================================
-RoutablePipeline    :class:`modules.pipeline.Pipeline`               :class:`envs.fakes.FakePipeline`
-RoutableRun         :class:`modules.pipeline.PipelineRun`            :class:`envs.fakes.FakePipelineRun`
-Answerer            :class:`benchmarks.answer.AnswerGenerator`       :class:`envs.fakes.FakeAnswerer`
-AnswerJudge         :class:`benchmarks.judge.Judge`                  a test's stand-in
-==================  ===============================================  ===================================
-
-Both pipelines return the real :class:`~modules.base.ModuleOutput` and
-:class:`~modules.pipeline.PipelineResult` values, so what flows out of a run has one type.
-"""
+"""The roles an :class:`~envs.components.EnvComponents` fills, as Protocols."""
 
 from __future__ import annotations
 

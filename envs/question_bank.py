@@ -1,24 +1,4 @@
-"""The question bank: every question of a split with its retrieved evidence, built once.
-
-Building a bank means, per benchmark sample, ingesting the history into a
-:class:`memory.HierarchicalMemory` once (``benchmarks.memory_builder.build_memory``) and then
-retrieving the top-``k`` evidence for each of that sample's questions
-(``benchmarks.memory_builder.retrieve_evidence``). Retrieval does not depend on the router,
-so the environment never repeats it: episodes only run the routed modules.
-
-Banks are cached on disk as JSON (atomic write, guarded by a file lock so that parallel
-training processes and λ-sweep runs build a bank once and then all read it). The cache key
-hashes everything the content depends on: the sha256 of each data file, the benchmark name
-and options, the split, the memory config, the encoder name, ``k``, ``limit``,
-``max_samples``, ``seed`` and :data:`BANK_VERSION`.
-
-Question selection: questions are taken per sample in data order; within a sample they are
-shuffled with ``seed``; samples are then interleaved round-robin and the list is cut at
-``limit``. So a small ``limit`` still mixes histories and question categories, and only the
-samples that contribute a question get a memory built. ``max_samples`` keeps only the first
-samples (handy for quick tests: one memory build). :func:`question_bank_from` reads these
-settings from a config (the ``benchmark``, ``memory`` and ``question_bank`` sections).
-"""
+"""The question bank: every question of a split with its retrieved evidence, built once."""
 
 from __future__ import annotations
 
@@ -219,7 +199,7 @@ def build_question_bank(
             :class:`memory.MemoryConfig` (the same capacities for every history), or None
             (the memory builder's default).
         k: Evidence chunks retrieved per question.
-        limit: Maximum number of questions (None = all; see the module docstring for the order).
+        limit: Maximum number of questions (None = all; order: docs/design.md).
         seed: Seed of the question selection order.
         max_samples: Use only the first ``max_samples`` samples of the split.
         benchmark_opts: Extra loader options passed to ``get_benchmark``.

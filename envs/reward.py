@@ -1,46 +1,4 @@
-"""Reward shaping: ``reward = r_task + λ·α·r_cost`` on the last step of an episode.
-
-Pieces, each a small class with its own tests:
-
-* :class:`CostNormalizer`: the BudgetMem sliding-window normaliser. The current raw cost is
-  appended to a FIFO window of the last ``window`` costs (default 2,000) *first*; then
-  ``ĉ = clip((√c − P5) / (P95 − P5), 0, 1)`` where P5/P95 are linearly interpolated
-  percentiles of ``√window``. Degenerate windows (``P95 <= P5``): if ``P95 == 0`` it is set
-  to 1 (so ``ĉ = min(√c, 1)``), otherwise ``P5 = 0.9·P95``. ``r_cost = 1 − ĉ`` (higher is
-  cheaper). These rules copy ``llm_pricing.py:70-314`` of the reference code; one consequence
-  worth knowing: with a single-sample window a non-zero cost gets ``ĉ = 1`` (``r_cost = 0``).
-* :class:`CostAlignment`: the scale ``α = std(r_task) / std(r_cost)`` over a FIFO history of
-  the last ``alpha_window`` (default 2,000) ``(r_task, r_cost)`` pairs, the current pair
-  included. Both standard deviations (population, ``ddof=0``) are floored at ``std_floor``
-  (1e-5, as in the reference) and α is clipped to ``[alpha_min, alpha_max]`` (default
-  [0.01, 100]) so that a task term without spread (e.g. every F1 = 0 early on) cannot make
-  the cost term vanish or explode. While fewer than ``min_history`` (default 2) pairs exist,
-  α = 1. Modes:
-
-  - ``"frozen"`` (default): α follows the history until ``warmup`` (default 256) pairs have
-    been seen, then stays fixed for the rest of the run. After the warm-up the reward is a
-    stationary function of (F1, cost-rank), which the critic can fit; the reference's
-    ever-moving scale makes the same (F1, cost) worth different amounts over time.
-  - ``"window"``: α is recomputed from the FIFO history at every episode (closest to the
-    reference, which recomputes per batch).
-  - ``"fixed"``: α is the constant ``alpha`` (e.g. 1.0 for the "no alignment" ablation, or a
-    value read from a previous run).
-
-**Where this differs from the reference code.** The reference scales the *task* term:
-``reward = aligned_r + λ·r_cost`` with ``aligned_r = r_task·std(r_cost)/std(r_task)``
-(``llm_pricing.py:541-623``, ``ppo_trainer.py:485``), and its histories hold 20,000 pairs.
-We scale the *cost* term, as the paper writes it: ``reward = r_task + λ·α·r_cost`` with
-``α = std(r_task)/std(r_cost)``. For one α the two differ only by the positive factor
-``std(r_cost)/std(r_task)``, so they rank episodes identically, but ours keeps the reward in
-task units (F1 in [0, 1] plus a bounded cost term): λ = 0 gives exactly ``r_task``, and
-values are comparable across runs and λ values. We also default to a frozen α (see above).
-
-The shaper is stateful (windows and histories). Each environment instance owns one; with a
-vectorised env each worker has its own windows, which fill at the same rate on average.
-The shaper holds no λ: the window and α do not depend on it, so the caller passes each
-episode's λ (drawn from ``common.cost_weight.CostWeight``) and one shaper serves every λ.
-``state_dict``/``load_state_dict`` let a resumed run continue with the same statistics.
-"""
+"""Reward shaping: ``reward = r_task + λ·α·r_cost`` on the last step of an episode."""
 
 from __future__ import annotations
 
@@ -76,7 +34,7 @@ class CostAlignment:
     """The scale α that aligns the spread of the cost term with the task term.
 
     Args:
-        mode: ``"frozen"``, ``"window"`` or ``"fixed"`` (see the module docstring).
+        mode: ``"frozen"``, ``"window"`` or ``"fixed"`` (see docs/design.md).
         window: FIFO history length of ``(r_task, r_cost)`` pairs.
         warmup: Pairs after which a ``"frozen"`` α stops moving.
         alpha: The constant for ``"fixed"`` mode (and the value used before ``min_history``).

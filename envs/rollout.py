@@ -1,10 +1,4 @@
-"""The evaluation loop: run a policy over questions and collect :class:`EpisodeRecord` s.
-
-Validation callbacks during training and ``evaluate.py`` (fixed-tier baselines, trained
-routers, the cost/quality frontier) all call :func:`evaluate_policy`. It drives the same
-:class:`envs.episode.Episode` as the training env, but without reward shaping (no normaliser
-state to disturb) and with the LLM judge run whenever the components have one.
-"""
+"""The evaluation loop: run a policy over questions and collect :class:`EpisodeRecord` s."""
 
 from __future__ import annotations
 

@@ -1,37 +1,4 @@
-"""The Gymnasium environment: one question per episode, one routing decision per module.
-
-An episode takes the next question of the bank and runs the memory pipeline's five modules in
-``MODULE_ORDER`` (filter, entity, temporal, topic, summary). Before each module the agent sees
-an observation naming that module, the query embedding, an embedding of the module's current
-input and a few scalars (:mod:`envs.observation`), and picks a tier with a ``Discrete(3)``
-action (0 = LOW, 1 = MID, 2 = HIGH). Every step but the last has reward 0. After the summary
-the answer is generated and scored and the episode ends with
-``reward = r_task + λ·α·r_cost`` (:mod:`envs.reward`). The terminal observation is the zero
-vector (no module is being decided).
-
-λ: every ``reset`` asks the components' :class:`common.cost_weight.CostWeight` for the
-episode's λ (:meth:`~common.cost_weight.CostWeight.sample` with ``np_random``): the single
-``cost.lambda``, or, in a λ-conditioned run (``cost.lambdas``), one of the λ values drawn
-uniformly. The episode shows it to the router (the ``cost_lambda`` observation scalar) and the
-terminal reward uses it. One router then learns the whole cost-quality trade-off in one run
-instead of one run per λ. ``reset(options={"cost_lambda": x})`` runs the episode at ``x``
-instead (any λ >= 0).
-
-The action is checked once, here, against ``action_space`` and turned into a
-:class:`modules.tier.Tier`; the episode, pipeline and modules below take typed tiers.
-
-Question order: a permutation of the bank drawn from the env's ``np_random``; when it is used
-up a new permutation is drawn (a new epoch). ``reset(seed=s)`` reseeds and restarts the order,
-so the same seed gives the same question sequence. ``reset(options={"index": i})`` runs bank
-item ``i`` without advancing the order (for targeted checks).
-
-``info`` of ``reset`` and the terminal step also holds the episode's ``cost_lambda``.
-``info`` on every step: ``module`` (the module just run), ``tier`` (its name), ``step_cost``.
-On the terminal step also: ``question_id``, ``category``, ``tiers`` ({module: tier name}),
-``cost`` ({"module", "answer", "total", "reward_cost", "per_module": {module: value}}), ``f1``,
-``em``, ``judge``, ``judge_failed``, ``cache_hit_rate``, ``reward_terms`` (see
-:meth:`envs.reward.RewardShaper.shape`) and ``record`` (the :class:`EpisodeRecord`).
-"""
+"""The Gymnasium environment: one question per episode, one routing decision per module."""
 
 from __future__ import annotations
 
@@ -237,7 +204,7 @@ def _with_reward(record: EpisodeRecord, reward: float) -> EpisodeRecord:
 
 
 def terminal_info(record: EpisodeRecord, terms: dict[str, float], raw_cost: float) -> dict[str, Any]:
-    """The terminal-step ``info`` entries (documented in the module docstring)."""
+    """The terminal-step ``info`` entries (documented in docs/design.md)."""
     return {
         "question_id": record.question_id,
         "category": record.category,

@@ -1,15 +1,4 @@
-"""Per-question evaluation records -> one summary per system, with bootstrap intervals.
-
-A *system* is one thing a user could deploy: a fixed-tier baseline, or a router at one
-λ. It may have several *runs* (seed replicates: routers trained with different seeds, or
-the random baseline drawn with different seeds); the summary then averages over runs and
-its intervals cover both question and seed variation (hierarchical bootstrap, see
-:mod:`evaluation.bootstrap`).
-
-Records are the dicts written by ``envs.rollout.EpisodeRecord.to_dict()``; only these
-keys are read: ``question_id, category, tiers, f1, em, judge, judge_failed, failures,
-module_cost, answer_cost, total_cost, latency_s``.
-"""
+"""Per-question evaluation records -> one summary per system, with bootstrap intervals."""
 
 from __future__ import annotations
 

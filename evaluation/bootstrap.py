@@ -1,20 +1,4 @@
-"""Seeded, vectorised bootstrap over questions (and over seeds when a system has several).
-
-Every system of one frontier run is evaluated on the *same* questions in the same
-order, so one question-resampling matrix drawn from a fixed seed is shared by all
-systems. That makes every difference or ratio between two systems a *paired*
-bootstrap for free: replicate ``b`` of system A and replicate ``b`` of system B saw
-exactly the same resampled questions.
-
-When a system has several seed runs (e.g. routers trained with seeds 0, 1, 2 at one
-λ), the bootstrap is hierarchical: each replicate resamples seeds with replacement
-*and* questions with replacement, then averages. With one seed this reduces exactly
-to the ordinary bootstrap over questions. Intervals are percentile intervals.
-
-Resampling is expressed as weight matrices (multinomial counts / n), so a replicate
-mean is a matrix product instead of a Python loop: ``B=2000`` replicates of 300
-questions cost milliseconds.
-"""
+"""Seeded, vectorised bootstrap over questions (and over seeds when a system has several)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""``python evaluate.py describe --benchmark NAME``: counts of a benchmark's data per split.
-
-Prints histories, questions, sessions, turns, questions with gold evidence, abstention
-questions and the category breakdown for each split, plus the sha256 of every file read and
-the split question ids missing from the file (LongMemEval_S lacks two). ``--json`` writes the
-same numbers as JSON. ``--option KEY=VALUE`` passes loader options, e.g.
-``--benchmark hotpotqa --option file=hotpot_dev_distractor_v1.json`` or
-``--benchmark custom --option path=my_data.jsonl``.
-"""
+"""``python evaluate.py describe --benchmark NAME``: counts of a benchmark's data per split."""
 
 from __future__ import annotations
 

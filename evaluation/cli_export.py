@@ -6,10 +6,6 @@ Examples::
     python evaluate.py export records runs/locomo__implementation__lam0.0__s0 --out v.parquet --format parquet
     python evaluate.py export bank .cache/question_bank --out exports/banks
     python evaluate.py export frontier runs/frontier/custom-test/frontier.json --out exports/frontier
-
-Read back with ``datasets.load_from_disk(PATH)`` (Arrow) or
-``datasets.load_dataset("parquet", data_files=PATH)`` / ``pandas.read_parquet(PATH)``. The kinds and
-the column layout are described in :mod:`evaluation.export_dataset`.
 """
 
 from __future__ import annotations

@@ -5,25 +5,6 @@ Example (a λ sweep on the LoCoMo test split)::
     python evaluate.py frontier --benchmark locomo --split test \\
         --routers 'runs/locomo__implementation__lam*__s*/router' \\
         --baselines all-low,all-mid,all-high,random,best-fixed --limit 100
-
-What it does:
-
-1. Finds router checkpoints (globs, checkpoint dirs or zips, or directories searched for
-   checkpoints) and groups them by λ: several seeds at one λ make one system whose intervals
-   cover seed variation too.
-2. Resolves the config: ``--config`` (a resolved YAML), else the first checkpoint's recorded
-   config, else the project's Hydra config (``configs/config.yaml``); ``--set`` overrides apply
-   on top (``key.sub=value``, or ``group=option`` to load ``configs/group/option.yaml``).
-3. Builds the components and the test question bank once, chooses ``best-fixed`` on the
-   validation split (see :mod:`evaluation.tier_search`), evaluates every system (per-question
-   records cached on disk, see :mod:`evaluation.frontier_runner`), builds the oracle (best
-   evaluated path per question, :mod:`evaluation.oracle`), aggregates with bootstrap intervals,
-   and prints the table, the router metrics (RouteLLM APGR and CPT(50%/80%), RouterBench AIQ,
-   the oracle's share; :mod:`evaluation.router_metrics`), the verdict and the call cache's
-   hits and misses (which calls were replayed).
-4. Writes ``frontier.csv``, ``router_metrics.csv``, ``frontier.json``, ``frontier.png`` and
-   ``metadata.json`` (resolved config, checkpoint ids and sha256s, data checksums, judge prompt
-   hash, provenance) to ``--out``.
 """
 
 from __future__ import annotations

@@ -4,13 +4,6 @@ Example (the default config; add ``--set`` overrides or ``--experiment cpu_quali
 
     python evaluate.py headroom --benchmark locomo --split test --limit 24
     python evaluate.py headroom --benchmark locomo --split test --limit 100 --experiment cpu_quality
-
-Questions are the split's question bank, cut to ``--limit`` *stratified by category*. Every
-context answers the same questions with the same answerer; records are cached per context under
-``<out>/records/<fingerprint>/<split>/`` (the fingerprint hashes the evaluation-relevant config,
-data checksums and code versions; the gold and raw contexts leave the strategy and its LLMs out,
-since they never run a module), so an interrupted run resumes and a re-run only prints.
-Writes ``headroom.csv``, ``headroom.json`` (rows, per-category F1, metadata) and ``headroom.png``.
 """
 
 from __future__ import annotations

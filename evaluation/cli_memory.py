@@ -4,10 +4,6 @@ Example::
 
     python evaluate.py memory --scenario B --modes full,no_ce,no_gate,lru,oracle_unbounded --seeds 42,43
     python evaluate.py memory --scenario bgl
-
-Prints MRR@k (active/history for synthetic, all for BGL), essential lost, pruned total and
-latency (mean and p50) per mode, averaged over seeds; writes ``results.csv`` (one row per
-seed/mode/eval set), ``summary.csv``, ``mrr.png`` and ``run_metadata.json`` to ``--out``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""``--option KEY=VALUE``: benchmark loader options on the command line (``benchmark.options`` in configs).
-
-Examples: ``--option file=hotpot_dev_distractor_v1.json`` (HotpotQA),
-``--option path=my_data.jsonl --option 'split_ratio=[0.8,0.1,0.1]'`` (custom). Values are parsed
-as YAML, so numbers, lists and mappings work as in a Hydra override.
-"""
+"""``--option KEY=VALUE``: benchmark loader options on the command line (``benchmark.options`` in configs)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,4 @@
-"""``python evaluate.py retrieval``: evidence recall@k of the hierarchical memory on a benchmark split.
-
-For every sample of the split the history is chunked and encoded once (batched; vectors are
-cached on disk), then one memory per ``--modes`` entry is built from the same vectors (by
-default the two-level ``full`` memory, the flat ``oracle_unbounded`` store, and ``dense``: exact
-cosine top-k over the chunk vectors without any memory logic), and every question
-with gold evidence is answered by ``retrieve(question, k)`` for each ``k``. Recall@k is the
-share of gold evidence turns inside the retrieved chunks (:mod:`benchmarks.recall`).
-
-Writes ``<out>/<benchmark>_<split>_<timestamp>/rows.csv`` (one row per question, mode and k)
-and ``summary.json`` (means per mode and k, per category, chunk statistics, timings and run
-metadata: config, git commit, package versions, data checksums).
-"""
+"""``python evaluate.py retrieval``: evidence recall@k of the hierarchical memory on a benchmark split."""
 
 from __future__ import annotations
 

@@ -1,25 +1,4 @@
-"""Results as Hugging Face ``datasets``: episode records, question banks and frontier systems.
-
-Every kind becomes one table, one row per item:
-
-* ``records``: per-question episode records (``EpisodeRecord.to_dict()``): the frontier's record
-  cache (``<frontier out>/records/**/*.jsonl``), a training run's ``validation_records_best.json``,
-  or any JSON Lines / JSON list of such dicts. A ``source`` column names the file (relative to the
-  directory given), so that runs and systems stay apart.
-* ``bank``: question-bank cache files (``.cache/question_bank/*.json``): one row per question with
-  its retrieved evidence (a list of ``{chunk_id, text, timestamp, score, source_ids}``).
-* ``frontier``: ``frontier.json``: one row per system (metrics with their intervals, per-category
-  metrics, tier ratios, parameters).
-
-Nested mappings are flattened into dotted column names (``module_costs.summary.value``,
-``metrics.f1.mean``), so that pandas / polars / DuckDB users get plain columns; lists stay lists;
-an empty mapping becomes ``null``. Rows lacking a column get ``null``. A column whose values Arrow
-cannot hold in one type (e.g. text in some rows, numbers in others) is stored as JSON text and
-listed in the dataset's ``description``. Written with ``save_to_disk`` (Arrow; read back with
-``datasets.load_from_disk``) or as one Parquet file (``datasets.load_dataset("parquet",
-data_files=...)``, pandas, DuckDB), atomically: a crash never leaves a half-written dataset
-under the final name.
-"""
+"""Results as Hugging Face ``datasets``: episode records, question banks and frontier systems."""
 
 from __future__ import annotations
 
@@ -87,7 +66,7 @@ def _files(inputs: Sequence[str | os.PathLike[str]], patterns: tuple[str, ...]) 
 
 
 def record_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """Flattened episode records with a ``source`` column (see the module docstring)."""
+    """Flattened episode records with a ``source`` column (see docs/design.md)."""
     rows: list[dict[str, Any]] = []
     for path, name in _files(inputs, ("*.jsonl", "validation_records*.json")):
         rows.extend({"source": name, **flatten(r)} for r in _read_json_rows(path))

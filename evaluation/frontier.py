@@ -1,35 +1,4 @@
-"""Cost-quality frontier maths: Pareto sets, area under the step frontier, verdicts.
-
-Definitions (all on point estimates; the intervals are reported next to them):
-
-* A point ``a`` *dominates* ``b`` when ``a.cost <= b.cost`` and ``a.quality >= b.quality``
-  with at least one strict inequality.
-* The *Pareto frontier* of a set is its non-dominated points, cost ascending (quality is
-  then strictly ascending too). Exact duplicates keep the first by name.
-* The *step curve* of a family ``F`` is ``Q_F(c) = max{q_p : p in F ∪ {low}, cost_p <= c}``:
-  the best quality a user can actually buy with budget ``c`` by picking one system. The
-  cheapest baseline ``low`` (normally all-LOW) is always in the family, because a user can
-  always fall back to it. No interpolation: mixing two systems per query would realise the
-  straight line between them, but that is a different system nobody evaluated.
-* Over the cost range ``[c_low, c_high]`` spanned by the cheapest (``low``) and dearest
-  (``high``, normally all-HIGH) baselines:
-
-  - ``auc`` = mean of ``Q_F(c)`` over the range divided by ``q_high``. 1.0 would be
-    all-HIGH quality at all-LOW cost; the {all-LOW, all-HIGH} pair alone scores
-    ``q_low / q_high``.
-  - ``step_pgr`` (mean performance-gap recovered by the *step* curve) = mean over the range of
-    ``(Q_F(c) - q_low) / (q_high - q_low)``. The straight line from all-LOW to all-HIGH
-    (what random per-query mixing of the two achieves in expectation) scores exactly 0.5,
-    so ``step_pgr - 0.5`` is the gain over that line; the pair alone scores 0. This is *not*
-    RouteLLM's APGR, which interpolates between points (see :mod:`evaluation.router_metrics`
-    for APGR, CPT and AIQ as the literature defines them); the step curve only credits what
-    one deployed system buys.
-
-* The *target*: a router reaches ``>= quality_frac`` (95%) of all-HIGH quality at
-  ``<= cost_frac`` (50%) of all-HIGH cost. It passes on point estimates; it passes
-  *robustly* when the paired-bootstrap interval of the quality ratio lies above
-  ``quality_frac`` and that of the cost ratio below ``cost_frac``.
-"""
+"""Cost-quality frontier maths: Pareto sets, area under the step frontier, verdicts."""
 
 from __future__ import annotations
 
@@ -118,7 +87,7 @@ class FrontierScore:
     """Summary numbers of one family's step curve over the baselines' cost range.
 
     Attributes:
-        auc: Normalised area under the step curve (see module docstring).
+        auc: Normalised area under the step curve (see docs/design.md).
         step_pgr: Mean performance-gap recovered by the step curve; the low-high line scores 0.5.
         gain_over_line: ``step_pgr - 0.5``.
         c_lo: Cost of the cheapest baseline.

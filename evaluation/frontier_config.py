@@ -1,8 +1,4 @@
-"""Config resolution of the frontier command: ``--config`` YAML, a checkpoint's config, or Hydra defaults.
-
-``--set`` overrides apply on top: ``key.sub=value`` (value parsed as YAML) or ``group=option``,
-which loads ``configs/group/option.yaml`` as that section, as Hydra would.
-"""
+"""Config resolution of the frontier command: ``--config`` YAML, a checkpoint's config, or Hydra defaults."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""PNG Pareto plot of a :class:`evaluation.report.FrontierReport` (quality vs cost).
-
-Left panel: every system at (mean cost, mean quality) with 95% bootstrap error bars on both
-axes; routers in colour and labelled (by λ when known), baselines in grey; each family's
-step frontier (what a user can buy at each budget by picking one system); the routers'
-non-decreasing convex hull (what RouterBench's AIQ integrates); the oracle (best evaluated path
-per question) as a red star; the straight line from the cheapest to the dearest baseline
-(PGR = cost share, APGR = 0.5); the target box (>= 95% of the reference quality at <= 50% of its
-cost); and a box with APGR, CPT(50%/80%) and AIQ of the routers, baselines and oracle on the
-plotted cost axis. Right panel: the mean tier each router picks per
-module (0 = LOW, 1 = MID, 2 = HIGH), which shows *how* a router saves.
-"""
+"""PNG Pareto plot of a :class:`evaluation.report.FrontierReport` (quality vs cost)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Evaluate systems (routers and baselines) question by question, with a resumable record cache.
-
-Per-question records are cached on disk as JSONL, one file per *run* (one seed of one
-system), keyed by question id, under ``<out>/records/<fingerprint>/<split>/<run_id>.jsonl``.
-The fingerprint hashes everything that changes a record (the evaluation-relevant config
-sections and the data checksums), so re-running the frontier after adding one checkpoint
-only evaluates the new one, and a changed backend or memory config never reuses stale
-records. Files are rewritten atomically after every chunk of questions, so an interrupted
-run resumes where it stopped.
-
-Random baselines draw each question's tiers from a generator seeded by ``(seed, question
-id)``, so their records do not depend on evaluation order, chunking or which questions
-were already cached.
-"""
+"""Evaluate systems (routers and baselines) question by question, with a resumable record cache."""
 
 from __future__ import annotations
 

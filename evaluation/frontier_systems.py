@@ -1,17 +1,4 @@
-"""The systems the frontier command evaluates: router checkpoints (grouped by λ) and baselines.
-
-Routers: ``--routers`` takes checkpoint directories or zips (``policies.router`` format), globs,
-or directories searched recursively for checkpoints (``--checkpoint-glob`` filters the
-checkpoint directory names, e.g. ``best``). Checkpoints with the same λ form one system, one
-run per seed. Each router is evaluated with the λ it was trained with in its observation; a
-λ-conditioned router (``cost.lambdas``) is evaluated once at each of its λ values.
-
-Baselines: fixed tuples (``all-low``, ``all-mid``, ``all-high``, ``fixed:L,M,H,M,L``), the
-random baseline (one run per ``--random-seeds`` seed), ``best-fixed`` (chosen on the
-validation split by :mod:`evaluation.tier_search`) and ``single-module``: the 10 paths that
-change one module of all-MID to LOW or HIGH (they give the oracle, :mod:`evaluation.oracle`,
-paths to choose from beyond the uniform ones).
-"""
+"""The systems the frontier command evaluates: router checkpoints (grouped by λ) and baselines."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Headroom: how much answer quality each context buys, before any router is trained.
-
-A router can only buy quality with compute if some paths are better than others. This module
-answers the same questions from different *contexts* with the same answerer and scores them:
-
-* ``gold evidence``: the gold evidence turns (dated), an upper bound for retrieval;
-* ``raw top-k``: the retrieved chunks as they come out of the memory (no modules);
-* ``all-LOW`` / ``all-MID`` / ``all-HIGH``: the pipeline at one tier everywhere;
-* ``MID, <module>=HIGH`` / ``MID, <module>=LOW``: one module changed from all-MID, so a reader
-  sees which module's tier moves quality.
-
-Per question and context a record holds token F1, EM, *containment* (share of the gold answer's
-normalised words present in the context the answerer reads), context size, module and answer
-cost and failures. Records are cached per context (:class:`evaluation.frontier_runner.RecordStore`),
-so a long run resumes where it stopped. :func:`summarise_headroom` adds bootstrap CIs (paired
-over questions) and paired differences against all-LOW.
-"""
+"""Headroom: how much answer quality each context buys, before any router is trained."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""The oracle of one frontier run: per question, the best tier path among all the paths evaluated.
-
-Every run of every system (routers at each λ and seed, fixed baselines, random seeds, the
-``single-module`` baselines...) evaluated a *path* (one tier per module) on every question.
-The oracle picks, per question, the record with the highest quality among all of them, ties
-broken by the lower cost, then by the path's label (so the choice is deterministic). Its quality
-is the mean over questions of that maximum and its cost the mean cost of the chosen paths. It
-is an upper bound for routing *among the paths tried*, not over all 3^5 paths: the more paths
-the run evaluates (``--baselines ...,single-module`` adds the 10 one-module changes from
-all-MID), the tighter it is. The oracle is one run of one seed; the bootstrap over questions is
-paired with the other systems (same question resamples).
-"""
+"""The oracle of one frontier run: per question, the best tier path among all the paths evaluated."""
 
 from __future__ import annotations
 

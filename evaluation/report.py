@@ -1,13 +1,4 @@
-"""From system summaries to the frontier analysis, the verdict, and the table/CSV/JSON outputs.
-
-:func:`analyse` turns the per-system summaries (see :mod:`evaluation.aggregate`) into a
-:class:`FrontierReport`: paired comparisons against the reference (all-HIGH), the Pareto
-frontiers, the step-frontier scores (AUC, step PGR) of the routers and of the baselines, the
-router metrics of the literature (RouteLLM APGR/CPT, RouterBench AIQ, the oracle's share; see
-:mod:`evaluation.router_metrics_report`), the target check and the dominance verdict, with
-the two answers users ask for written out in plain words (:func:`verdict_lines`). Every
-number in the verdict is computed here from the summaries; nothing is typed in by hand.
-"""
+"""From system summaries to the frontier analysis, the verdict, and the table/CSV/JSON outputs."""
 
 from __future__ import annotations
 

@@ -1,46 +1,4 @@
-"""The router metrics the routing literature reports: RouteLLM's APGR and CPT, RouterBench's AIQ.
-
-All three summarise a *family* of cost-quality points (a router at several λ, or a set of
-baselines) between a weak end (all-LOW: every module at its cheapest tier) and a strong end
-(all-HIGH). Costs are mean costs per question on one axis (module cost or total cost).
-
-Definitions, as implemented (checked against the reference code):
-
-* **Cost share** of a point: ``x = (cost - c_low) / (c_high - c_low)``. It plays the role of
-  RouteLLM's "share of calls to the strong model": all-LOW is at 0, all-HIGH at 1.
-* **PGR** (performance gap recovered) of a point: ``(q - q_low) / (q_high - q_low)``; NaN when
-  ``q_high <= q_low`` (no gap to recover).
-* **PGR curve** of a family: its points' ``(x, PGR)`` sorted by ``x`` (ties by PGR), with the two
-  ends ``(0, 0)`` and ``(1, 1)`` added, joined by straight lines. RouteLLM sweeps a router's
-  threshold from "everything weak" to "everything strong", so its curves always contain both
-  ends; a λ sweep does not, so the ends are added (λ → ∞ is all-LOW; all-HIGH is always
-  available). A straight segment between two points is what routing each query to one of the
-  two systems at random realises in expectation, the same interpolation RouteLLM's
-  ``np.trapz`` and ``np.interp`` make.
-* **APGR** (RouteLLM ``routellm/evals/evaluate.py``, ``apgr_metric``): the area under the PGR
-  curve over ``x in [0, 1]`` (trapezoids; parts of segments outside [0, 1] are clipped). RouteLLM
-  computes ``(AUC - weak_auc) / (strong_auc - weak_auc)`` with the accuracies' trapezoid area, which
-  is the same number. The straight all-LOW to all-HIGH line scores 0.5; a router that reaches
-  all-HIGH quality at all-LOW cost scores 1. Points better than all-HIGH have PGR > 1, so APGR
-  can exceed 1 here (the oracle often does).
-* **CPT(p)** (RouteLLM's call-performance threshold, ``pct_call_metric``): the smallest cost share
-  at which the PGR curve reaches ``p`` (linear interpolation inside a segment, like RouteLLM's
-  ``np.interp``). RouteLLM's ``np.interp(target, accuracy, strong_pct)`` assumes accuracy rises
-  with the share; on a curve that dips, the first crossing used here is what the paper's
-  "minimum share of strong calls that reaches the target" means. The straight line gives
-  ``CPT(p) = p``; lower is better; reported as a share in [0, 1], not a percentage. Because the curve
-  ends at ``(1, 1)``, ``CPT(p) <= 1`` for every ``p <= 1``.
-* **AIQ** (RouterBench, Hu et al. 2024, ``evaluation/AIQ.py`` of withmartian/routerbench): the
-  family's points plus the all-LOW point (the floor a user can always fall back to) are
-  replaced by their *non-decreasing convex hull* (the upper concave hull of the Pareto points;
-  flat after the best point); AIQ is the area under that hull over ``[c_low, c_high]`` divided by
-  ``c_high - c_low``, in quality units (an F1). RouterBench integrates from its cheapest point to
-  the largest cost among the compared routers; here the range is fixed to the all-LOW..all-HIGH
-  span so that every family is measured on the same range.
-
-This module holds the point-estimate maths; :mod:`evaluation.router_metrics_report` applies it to
-the frontier's systems and their paired bootstrap replicates.
-"""
+"""The router metrics the routing literature reports: RouteLLM's APGR and CPT, RouterBench's AIQ."""
 
 from __future__ import annotations
 
@@ -124,7 +82,7 @@ def _segment_area(curve: Sequence[tuple[float, float]], lo: float, hi: float) ->
 
 
 def apgr(points: Sequence[tuple[float, float]], ends: Ends) -> float:
-    """RouteLLM's average performance gap recovered (see the module docstring); NaN if undefined."""
+    """RouteLLM's average performance gap recovered (see docs/design.md); NaN if undefined."""
     curve = pgr_curve(points, ends)
     return _segment_area(curve, 0.0, 1.0) if curve else math.nan
 
@@ -179,7 +137,7 @@ def nondecreasing_hull(points: Sequence[tuple[float, float]]) -> list[tuple[floa
 
 
 def aiq(points: Sequence[tuple[float, float]], floor: tuple[float, float], c_lo: float, c_hi: float) -> float:
-    """RouterBench's AIQ of a family over ``[c_lo, c_hi]`` (see the module docstring).
+    """RouterBench's AIQ of a family over ``[c_lo, c_hi]`` (see docs/design.md).
 
     Args:
         points: ``(cost, quality)`` of the family's members.

@@ -1,20 +1,4 @@
-"""APGR, CPT(50%/80%), AIQ and the oracle's share for the frontier's systems, with bootstrap intervals.
-
-:func:`compute_router_metrics` applies the formulas of :mod:`evaluation.router_metrics` to the
-system summaries of one frontier run, on both cost axes (module cost and total cost), for each
-family of systems: the routers (all λ points together, as RouteLLM scores a router over its
-threshold sweep; and λ-conditioned and per-λ routers apart when both are present), the
-fixed/random baselines, and the oracle. Per system it adds the PGR, the cost share on each axis
-and, for routers, the share of the oracle's gain over all-LOW that the router captures:
-``(q - q_low) / (q_oracle - q_low)``.
-
-Intervals: every summary carries bootstrap replicates of its mean quality and cost drawn on the
-*same* resampled questions and seeds (:mod:`evaluation.bootstrap`), so replicate ``b`` of each
-metric is the metric recomputed from replicate ``b`` of every system involved (ends included):
-a paired bootstrap over questions and seeds. The percentile interval ignores replicates where
-the metric is undefined (e.g. all-HIGH not better than all-LOW in that resample); ``n`` of
-each estimate counts the replicates that were defined.
-"""
+"""APGR, CPT(50%/80%), AIQ and the oracle's share for the frontier's systems, with bootstrap intervals."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Choose the best fixed per-module tier tuple on the validation split, cheaply.
-
-"Best" needs a budget, or all-HIGH would always win: the best fixed tuple is the one with
-the highest validation quality among those whose validation cost is at most
-``budget_frac`` x the cost of all-HIGH (default 0.5, the budget of the question the
-frontier command answers). Ties go to the cheaper tuple, then to the lexicographically
-smaller one.
-
-Searching all 3^5 = 243 tuples is affordable only with fast backends, so the default is
-a *greedy coordinate ascent* from all-LOW: at each step, evaluate every single-module
-one-tier upgrade that has not been evaluated yet, move to the feasible upgrade with the
-best quality gain per unit of extra cost (a free or cheaper upgrade that does not lose
-quality is taken first), and stop when no upgrade is feasible and non-losing. This
-evaluates at most 1 + 10 x 5 tuples (usually 15-30) and returns the best feasible tuple
-seen anywhere on the path. ``exhaustive`` evaluates all 243; ``candidates`` evaluates a
-given list (plus all-LOW and all-HIGH). Every evaluation is recorded in the trace.
-"""
+"""Choose the best fixed per-module tier tuple on the validation split, cheaply."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""HTM-EAR hierarchical memory: two HNSW levels, importance-aware eviction, gated hybrid retrieval.
-
-Public names are exported lazily (PEP 562) so that ``import memory`` stays cheap: torch and
-transformers are imported only when the MiniLM encoder is built, hnswlib only with a memory.
-"""
+"""HTM-EAR hierarchical memory: two HNSW levels, importance-aware eviction, gated hybrid retrieval."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Run the HTM-EAR benchmark protocol: ingest a fact stream per mode, query, and measure.
-
-Fact embeddings are computed once per data set (batched, cached on disk by content hash) and
-shared by all modes, so modes differ only in what the memory does. Each evaluated query is
-encoded once, alone, with its time recorded; the reported latency is that encode time plus
-the memory's retrieval time for the query (``retrieve_ms`` alone is reported too).
-"""
+"""Run the HTM-EAR benchmark protocol: ingest a fact stream per mode, query, and measure."""
 
 from __future__ import annotations
 

@@ -1,22 +1,4 @@
-"""Per-encoder calibration of the gate's similarity threshold.
-
-The reference threshold 0.84 was tuned for e5-large-v2, whose cosines are compressed into a
-high band (unrelated e5 passages often score > 0.7). all-MiniLM-L6-v2 spreads cosines much
-wider, so 0.84 sends nearly every MiniLM query to L2. A similarity threshold only means
-something for the encoder it was measured with, so we store one per encoder name.
-
-Method (``calibrate_gate_threshold``): take a calibration set of facts and queries whose gold
-fact is known (the synthetic generator with seed 7, which no benchmark run uses, 2,000
-facts); embed both; for each query find its exact top-1 fact by brute force; keep the queries
-whose top-1 *is* the gold fact (answerable and found, i.e. the cases where L1 should be
-trusted); the threshold is the ``quantile`` (default 5 %) of their top-1 similarities. So about
-95 % of correctly answerable queries pass the similarity test, and the entity-coverage test does
-the rest. We also record, for information, how often the top-1 of a query *whose gold fact was
-removed* clears the threshold (``false_pass_rate``): with merging (the default fallback) a
-needless fallback only costs latency, while a false pass can hide the answer.
-
-Results live in ``memory/gate_thresholds.json`` (written by ``python -m memory.calibration``).
-"""
+"""Per-encoder calibration of the gate's similarity threshold."""
 
 from __future__ import annotations
 
@@ -72,7 +54,7 @@ def calibrate_gate_threshold(
     quantile: float = 0.05,
     source: str = "custom",
 ) -> Calibration:
-    """Compute a gate threshold for ``encoder`` (see the module docstring for the method).
+    """Compute a gate threshold for ``encoder`` (method: docs/design.md).
 
     Args:
         encoder: The encoder the memory will use.

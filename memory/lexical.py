@@ -1,17 +1,4 @@
-"""BM25 lexical channel of the hierarchical memory (hybrid lexical + dense retrieval).
-
-Why: on LoCoMo the answer's evidence turns share rare words with the question (names, places,
-objects: "Prius", "Jasper", "pottery") that MiniLM blurs. Measured on LoCoMo test
-(``evaluate.py retrieval``, 128-token chunks): dense top-5 evidence recall 0.44, BM25 alone 0.68,
-the fused ranking 0.72 (RESULTS.md, "Retrieval ablation").
-
-The index is `bm25s <https://github.com/xhluca/bm25s>`_ over Porter-stemmed, stop-word-free
-tokens of each item's text plus chosen metadata fields (the session date by default, so that
-"in May 2023" in a question matches items said in May 2023). bm25s indexes are static, so the
-memory rebuilds it lazily on the first query after any level changed (:class:`memory.HierarchicalMemory`);
-a memory is usually filled once and queried many times (benchmarks), and indexing ~1,000 items
-takes a few milliseconds. Scores are computed for all live items at once (one sparse row sum).
-"""
+"""BM25 lexical channel of the hierarchical memory (hybrid lexical + dense retrieval)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,6 @@ Layout of a saved directory::
     manifest.json   format version, encoder name and dim, config, counters, file checksums
     L1.hnsw L1.npz L1.json   hnswlib index, numeric columns, texts/entities/metadata
     L2.hnsw L2.npz L2.json   (absent for the single-store oracle mode)
-
-Every file is written atomically (temporary sibling + rename); the manifest is written last
-and records each file's sha256, so a crash mid-save or a corrupted/mixed file is detected at
-load time with a clear :class:`MemoryLoadError` instead of a silently wrong memory.
 """
 
 from __future__ import annotations

@@ -1,19 +1,4 @@
-"""Pluggable reranker stage (the slot of HTM-EAR's MS MARCO cross-encoder).
-
-No MS MARCO cross-encoder can be installed here (no PyPI package ships one, and model hubs are
-unreachable), so the stage is an interface with two real, offline implementations. Neither is
-a cross-encoder; both are documented for what they are:
-
-* ``"bi_encoder"``: cosine similarity between the query and each candidate under a MiniLM
-  bi-encoder (all-MiniLM-L6-v2 by default). When the memory itself uses the same encoder, the
-  stored item vectors are reused and the stage only re-weights the ranking
-  (``0.85 * cosine + 0.15 * hybrid``), trading entity/importance bonuses for semantic match.
-* ``"lexical"``: coverage of the query's content words by the candidate (a fraction in [0, 1]),
-  with digits kept as tokens, a cheap exact-match signal that embedding models blur (e.g.
-  ``Region-12`` vs ``Region-21``).
-
-Register more with :func:`register_reranker` (e.g. an LLM relevance judge).
-"""
+"""Pluggable reranker stage (the slot of HTM-EAR's MS MARCO cross-encoder)."""
 
 from __future__ import annotations
 

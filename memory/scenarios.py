@@ -4,14 +4,6 @@ Synthetic fact ``i`` (1..n), with region, cause and service drawn in that order 
 ``random.Random(seed)``::
 
     "ENTRY {i}: {service} in {region} logged {cause} at Subsystem-{i % 1000}. Hex: 0x{i:04X}."
-
-It is essential (importance 0.95) when ``i % 10 == 0`` or the cause is "Kernel Panic", else
-0.5. Query ``i`` asks for the hex code naming cause, region, service and subsystem. "Active"
-queries are the last 101 facts (``n-100 .. n``, as in the reference), "history" the first 100.
-
-BGL_2k: one fact per log line (importance 0.95 if the line mentions fatal/error/panic/fail),
-one query per line built from up to two of its "bgl" entities with one of four templates, and
-200 query lines sampled with a seeded RNG.
 """
 
 from __future__ import annotations
@@ -75,7 +67,7 @@ class BenchmarkData:
 
 
 def generate_synthetic(n: int, seed: int) -> BenchmarkData:
-    """Generate the synthetic stream of ``n`` facts (see the module docstring).
+    """Generate the synthetic stream of ``n`` facts (see docs/design.md).
 
     Raises:
         ValueError: If ``n`` < 1.

@@ -1,14 +1,4 @@
-"""The module interface: what a memory-extraction module sees, returns and how tiers plug in.
-
-A :class:`Module` is one stage of the pipeline (filter, entity, temporal, topic, summary)
-with one implementation per :class:`~modules.tier.Tier`. A tiering *strategy*
-(:mod:`modules.strategies`) decides what those implementations are and builds the five
-modules; the pipeline runner (:mod:`modules.pipeline`) feeds them.
-
-Empty input is handled here, once for all strategies: a module whose input has no evidence
-(and, for the summary, no relations) returns :func:`empty_output` without any computation
-or LLM call, at zero cost.
-"""
+"""The module interface: what a memory-extraction module sees, returns and how tiers plug in."""
 
 from __future__ import annotations
 

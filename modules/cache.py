@@ -1,15 +1,4 @@
-"""A persistent call cache (SQLite in WAL mode, or Redis) and an LLM wrapper that goes through it.
-
-Every LLM call is a pure function of (tags, model, request, code version) at temperature 0,
-so repeated epochs and lambda sweeps replay results instead of recomputing them. The entries
-live in a store chosen by URL (:mod:`modules.cache_stores`): a SQLite file in WAL mode lets
-the processes of one machine (parallel sweep workers) share it safely, with a busy timeout so
-writers wait for each other instead of failing; ``redis://...`` shares one cache across a
-cluster's workers.
-
-A replayed result carries the *original* tokens and latency (with ``cached=True``) so the
-metered cost of a call does not depend on whether the cache was warm.
-"""
+"""A persistent call cache (SQLite in WAL mode, or Redis) and an LLM wrapper that goes through it."""
 
 from __future__ import annotations
 
@@ -152,7 +141,7 @@ class CachedLLM:
 
         Duplicate requests inside one batch are computed once. Failed calls are returned
         but not stored, so a later run retries them. Inside a batching scheduler's worker
-        thread (see :mod:`modules.batching`) the requests wait there and go to the backend
+        thread (see :mod:`scale.batching`) the requests wait there and go to the backend
         together with the other episodes' calls.
 
         Args:

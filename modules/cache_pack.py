@@ -1,29 +1,4 @@
-"""Call packs: the call cache as one compressed, content-addressed, verifiable file.
-
-A Qwen-bound experiment is hours of CPU; its LLM calls live in the SQLite call cache
-(:mod:`modules.cache`). A *pack* carries them to another sitting or machine, where importing
-it makes the same run replay every call instead of recomputing it.
-
-Format (``format_version`` 1): one gzip stream of UTF-8 JSON lines.
-
-* Line 1: ``{"manifest": {...}}`` with the format name and version, the code versions the calls
-  were made under (:data:`modules.cache.CODE_VERSION`, :data:`modules.base.MODULES_CODE_VERSION`),
-  the entry ``count``, the ``payload_sha256``, the ``filters`` used at export, the git commit and
-  the source cache.
-* Every other line: ``{"key": ..., "sha256": ..., "value": {...}}``, sorted by key. ``sha256`` is
-  the hash of the entry's canonical JSON ``[key, value]`` (sorted keys, no spaces, UTF-8), so each
-  entry is verifiable on its own; ``payload_sha256`` hashes the exact bytes of all entry lines.
-
-The export's default file name is ``calls-<first 16 hex of payload_sha256>.pack.gz``: the name
-says what is inside, and the import checks that a name of that form matches the payload.
-
-Import verifies everything before writing anything (a bad pack raises :class:`PackError`
-naming the file and the first bad entry), refuses packs made under other code versions
-(prompts or post-processing changed, so their results would be wrong) unless told otherwise,
-and merges: new keys are added in one transaction, equal values count as already present and
-different values are *conflicts*, reported and never overwritten. Importing a pack twice adds
-nothing the second time.
-"""
+"""Call packs: the call cache as one compressed, content-addressed, verifiable file."""
 
 from __future__ import annotations
 

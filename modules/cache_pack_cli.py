@@ -8,9 +8,6 @@ Examples::
     python -m modules.cache_pack export --out results/ --model qwen2.5-1.5b --tag tier=HIGH
     python -m modules.cache_pack inspect results/calls-0123456789abcdef.pack.gz
     python -m modules.cache_pack import results/calls-0123456789abcdef.pack.gz [--cache PATH]
-
-A run can also import a pack itself before it starts: ``python train.py cache.pack=<path>``
-(see ``configs/config.yaml``). Format and guarantees: :mod:`modules.cache_pack`.
 """
 
 from __future__ import annotations

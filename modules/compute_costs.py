@@ -1,15 +1,4 @@
-"""The one table of compute costs of the non-LLM tiers (GFLOPs per input token).
-
-Non-LLM tiers (rules, spaCy, MiniLM, temporal taggers, TextRank) are metered with a fixed,
-documented estimate instead of a measurement, so that cost is a pure function of the input
-(independent of machine load and of the cache). The estimates follow the usual
-"2 x dense parameters touched per token" rule where a neural network is involved, and an
-order-of-magnitude operation count for pure-Python rules. For comparison, the cheapest LLM
-tier (SmolLM2-135M) costs about 2 x 135M = 0.27 GFLOPs per token, so every non-LLM tier is
-at least 6x cheaper per token than any LLM tier, and the rule tiers are ~1e4x cheaper.
-
-Tokens are counted with :func:`modules.nlp.approx_tokens` (words + punctuation).
-"""
+"""The one table of compute costs of the non-LLM tiers (GFLOPs per input token)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Run a non-LLM tier (rules, spaCy, MiniLM, tagger, TextRank) with caching and metering.
-
-A non-LLM tier is a pure function of its input, so its result is cached under a key made of
-(module, tier, strategy, method, :data:`~modules.base.MODULES_CODE_VERSION`, hash of the
-input fields the function reads). Two cache levels: an in-process LRU (always on) and the
-persistent :class:`~modules.cache.CallCache` when one is given. The replayed result keeps the
-*original* latency, so metered cost does not depend on cache state.
-"""
+"""Run a non-LLM tier (rules, spaCy, MiniLM, tagger, TextRank) with caching and metering."""
 
 from __future__ import annotations
 

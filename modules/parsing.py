@@ -1,14 +1,4 @@
-"""Parse LLM module outputs: JSON lists, chain-of-thought answers, tagged ReAct sections.
-
-Every parser either returns a value or raises :class:`ParseError` with a short reason; the
-caller (:mod:`modules.llm_tier`) turns a ``ParseError`` into a counted failure and a defined
-degraded output. Nothing here silently maps garbage to an empty success.
-
-Salvage rule: when the model's JSON is cut off by ``max_tokens`` (``{"items": ["a", "b``),
-the *complete* strings before the cut are kept; that is a partial success, not a failure.
-A cut-off answer with no complete item (e.g. SmolLM2 emitting whitespace inside the
-grammar until ``max_tokens``) is a failure, never an empty success.
-"""
+"""Parse LLM module outputs: JSON lists, chain-of-thought answers, tagged ReAct sections."""
 
 from __future__ import annotations
 

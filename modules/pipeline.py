@@ -1,18 +1,4 @@
-"""The pipeline runner: filter -> {entity, temporal, topic} -> summary, one tier per module.
-
-Two ways to run it:
-
-* all at once: ``pipe.run(query, evidence, tiers)`` with five tiers in
-  :data:`~modules.tier.MODULE_ORDER`;
-* step by step (the RL environment): ``run = pipe.begin(query, evidence)``, then while
-  ``not run.done``: read ``run.next_module`` and ``run.current_input_text()`` (what the module
-  about to run will read), choose a tier, ``run.step(tier)``; finally ``run.result()``.
-
-What each module reads: the filter reads the retrieved evidence; entity, temporal and topic
-read the filtered evidence; the summary reads the filtered evidence *and* the relations.
-``current_input_text()`` for the summary is the relations extracted so far (the router's
-state for that decision), or the filtered evidence if no relation was found.
-"""
+"""The pipeline runner: filter -> {entity, temporal, topic} -> summary, one tier per module."""
 
 from __future__ import annotations
 
@@ -92,7 +78,7 @@ class PipelineResult:
 
 
 class PipelineRun:
-    """One query going through the pipeline, one module at a time (see module docstring)."""
+    """One query going through the pipeline, one module at a time (see docs/design.md)."""
 
     def __init__(
         self, pipeline: Pipeline, query: str, evidence: Sequence[Evidence], question_date: str | None = None

@@ -1,22 +1,4 @@
-"""Turn generation results into costs: GFLOPs for local models, or USD from a price table.
-
-Units:
-    ``"gflops"``: ``2 * n_params * (tokens_in + tokens_out) / 1e9``, the usual forward-pass
-        estimate. We use the *total* parameter count: the three local models tie their input
-        embedding to the output head, so the embedding matrix does cost ``2 * V * d`` FLOPs
-        per token (as the LM head) even though the lookup itself is free.
-    ``"usd"``: ``tokens_in * in_price / 1e6 + tokens_out * out_price / 1e6``, prices in
-        $ per 1M tokens. The hosted models are BudgetMem's table (``llm_pricing.py``). The
-        local models have no market price, so we price them *pro rata by parameter count*
-        against llama-3.2-3b ($0.06/M for 3.21 B parameters), e.g. SmolLM2-135M gets
-        $0.06 * 0.1345 / 3.21 = $0.0025/M.
-
-Non-LLM tiers report GFLOPs; in USD they are converted at the same rate the pro-rata rule
-implies: $0.06 per 1M tokens of a 3.21 B model = $0.06e-6 per 2 * 3.21 GFLOPs
-= 9.35e-9 $/GFLOP.
-
-A model missing from the table is an error, never a silent zero (BudgetMem's bug #13).
-"""
+"""Turn generation results into costs: GFLOPs for local models, or USD from a price table."""
 
 from __future__ import annotations
 
@@ -58,7 +40,7 @@ USD_PRICES: dict[str, Price] = {
     "llama-3.3-70b": Price(0.88, 0.88),
     "gpt-oss-120b": Price(0.15, 0.60),
     "qwen3-next-80b-a3b": Price(0.15, 1.50),
-    # Local models, pro rata by parameter count (see the module docstring).
+    # Local models, pro rata by parameter count (see docs/design.md).
     **{key: _pro_rata(spec.n_params) for key, spec in MODELS.items()},
     "fake-llm": _pro_rata(FAKE_PARAMS),
 }

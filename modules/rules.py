@@ -1,10 +1,4 @@
-"""LOW-tier rule implementations: keyword filter, regex relations, word-frequency topics, template.
-
-Pure functions of their input, no models. Each returns ``(raw_value, gflops)`` where
-``raw_value`` is JSON-serialisable (filter: kept indices; relation modules: strings;
-summary: text) so :mod:`modules.local_tier` can cache it, and ``gflops`` comes from the
-compute table (:mod:`modules.compute_costs`).
-"""
+"""LOW-tier rule implementations: keyword filter, regex relations, word-frequency topics, template."""
 
 from __future__ import annotations
 

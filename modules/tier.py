@@ -1,10 +1,4 @@
-"""Budget tiers: how much compute a module may spend on one query.
-
-This module owns the tier: :meth:`Tier.parse` and :func:`parse_tiers` are the one place where
-user input (config values, CLI strings such as ``"L,M,H,M,L"``, saved records) becomes a
-:class:`Tier`. The env turns its integer action into a ``Tier`` at its boundary
-(``envs.router_env``); below it (episode, pipeline, modules) only typed ``Tier`` values flow.
-"""
+"""Budget tiers: how much compute a module may spend on one query."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Fixed-tier and random baseline policies with the router's ``decide(obs, module) -> Tier`` interface.
-
-``get_baseline`` parses names: ``"all-low"``, ``"all-mid"``, ``"all-high"``, ``"random"``,
-``"random:SEED"`` and ``"fixed:L,M,H,M,L"`` (one tier per module in ``MODULE_ORDER``; each item
-may be ``L/M/H``, ``LOW/MID/HIGH`` or ``0/1/2``).
-"""
+"""Fixed-tier and random baseline policies with the router's ``decide(obs, module) -> Tier`` interface."""
 
 from __future__ import annotations
 

@@ -5,11 +5,6 @@ Layout of ``path/``::
     router.pt       torch state dict of policies.network.RouterActor (loaded with weights_only=True)
     metadata.json   format, network config, observation spec, module order, tiers, weights sha256,
                     plus whatever the caller passes (strategy, encoder, λ, provenance, config)
-
-The directory is written atomically: it is assembled in a temporary sibling and moved into
-place, so a crash never leaves a half-written router where a good one was. ``export_router``
-then reloads it with ``policies.router.Router`` and checks that the exported network gives
-exactly PPO's deterministic actions on random observations.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The router network in plain torch: one shared trunk for all modules plus an actor head.
 
-This file imports only ``torch`` so that an exported router loads for inference without
-stable-baselines3 (``policies.router``). The SB3 side (``policies.sb3_policy``) wraps the same
-``RouterTrunk`` as a features extractor, so training and inference run literally the same module.
-
 Layout (observation from ``envs.observation.ObservationSpec``)::
 
     obs = [ module one-hot (5) | query emb (d) | module-input emb (d) | scalars (s) ]
-
-    content    = Linear(2d + s -> hidden)([query | input | scalars])
-    descriptor = one-hot @ Embedding(5, hidden).weight      # a learned per-module descriptor
-    latent     = MLP([content | descriptor])  (2*hidden -> latent -> latent, activation after each)
-    logits     = Linear(head -> 3)(MLP_pi(latent))           # the actor (SB3's mlp_extractor.policy_net
-                                                             #  and action_net)
 """
 
 from __future__ import annotations

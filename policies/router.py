@@ -1,15 +1,4 @@
-"""Load an exported router and route queries with it: no stable-baselines3, no training code.
-
-This module imports only the standard library, numpy, torch, ``common.cost_weight`` and
-``policies.network`` (itself torch-only) at import time. ``route`` additionally uses the env
-components passed to it (pipeline, encoder, observation builder); it never imports them itself
-(their types are imported for type checkers only).
-
-    router = Router.load("runs/locomo__implementation__lam0.1__s0/router")
-    tiers = [router.decide(obs, module) ...]          # inside an env/rollout
-    result = router.route(question, evidence, components)   # a whole pipeline run
-    result = router.route(question, evidence, components, cost_lambda=0.3)  # λ-conditioned router
-"""
+"""Load an exported router and route queries with it: no stable-baselines3, no training code."""
 
 from __future__ import annotations
 

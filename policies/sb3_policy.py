@@ -1,12 +1,4 @@
-"""Plugging the router network into stable-baselines3 PPO.
-
-``PPO("MlpPolicy", env, policy_kwargs=router_policy_kwargs(spec))`` gives an actor-critic whose
-shared features extractor is ``policies.network.RouterTrunk`` and whose actor/critic heads are
-SB3's own ``MlpExtractor`` branches (``net_arch=dict(pi=[128], vf=[128])``) plus ``action_net``
-and ``value_net``. ``network_config(policy)`` reads the resulting shapes back for export.
-
-Only training code imports this file; ``policies.router`` must never do so.
-"""
+"""Plugging the router network into stable-baselines3 PPO."""
 
 from __future__ import annotations
 

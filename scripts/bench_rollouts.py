@@ -12,7 +12,7 @@ strategy, real retrieval evidence, real answer generation and token-F1 scoring):
 * **warm**: the same run again, so every LLM call is a cache hit (what λ sweeps mostly see).
 
 N = 1 is the ordinary sequential loop (``envs.rollout.evaluate_policy``) with one llama.cpp
-slot; N > 1 runs N episodes at once (``envs.batched_rollout.evaluate_policy_batched``), with
+slot; N > 1 runs N episodes at once (``scale.batched_rollout.evaluate_policy_batched``), with
 N llama.cpp slots so each batch is decoded together. The script checks that every N gives
 the same records (answers, scores, costs) as N = 1, prints a table and writes it as JSON.
 With llama.cpp they may differ: its CPU kernels give slightly different logits for different
@@ -118,12 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
 
-    from envs.batched_rollout import evaluate_policy_batched
     from envs.components import make_components
     from envs.question_bank import question_bank_from
     from envs.rollout import evaluate_policy
-    from modules.batching import BatchStats
     from policies.baselines import get_baseline
+    from scale.batched_rollout import evaluate_policy_batched
+    from scale.batching import BatchStats
 
     policy = get_baseline(args.policy)
     tmp = Path(tempfile.mkdtemp(prefix="bench_rollouts_"))

@@ -76,7 +76,7 @@ def run_conditioned(
 
     Returns its LLM calls (total and by module) and its validation at each λ.
     """
-    from policies.training.sweep_ray import run_trial
+    from scale.sweep_ray import run_trial
 
     cache = runs_dir / "conditioned.sqlite"
     over = [*base, f"cache.path={cache}", "cost.lambdas=[" + ",".join(f"{x:g}" for x in lambdas) + "]"]
@@ -122,7 +122,7 @@ def run_separate_sweep(
 
     Returns the sweep's LLM calls, its seconds and its calls by module.
     """
-    from policies.training.sweep_ray import run_sweep, run_trial
+    from scale.sweep_ray import run_sweep, run_trial
 
     sweep_cache = tmp / "sweep.sqlite"
     sweep_over = [*base, f"cache.path={sweep_cache}"]
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from common.atomic import atomic_write_json
-    from policies.training.sweep_ray import run_trial
+    from scale.sweep_ray import run_trial
 
     lambdas = [float(x) for x in args.lambdas.split(",")]
     if args.single_from_first and args.ray:

@@ -14,7 +14,7 @@ or a GPU is missing):
 4. JSON-schema constrained output parses and satisfies the schema's required keys;
 5. real batching: one ``generate`` of N requests is at least ``--min-speedup`` times faster
    than the same N requests one at a time;
-6. batched rollouts: ``CachedLLM`` + :class:`modules.batching.LockstepBatcher` send N
+6. batched rollouts: ``CachedLLM`` + :class:`scale.batching.LockstepBatcher` send N
    episodes' calls to vLLM as batches of N, and the results equal the unbatched ones.
 
 Never imported by the test suite except for a syntax/import guard (tests/test_scale_scripts.py):
@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         print("SKIP: no CUDA GPU visible (torch.cuda.is_available() is False)")
         return 2
 
-    from modules.backends.vllm_offline import VLLMBackend
-    from modules.batching import LockstepBatcher
     from modules.cache import CachedLLM, CallCache
+    from scale.batching import LockstepBatcher
+    from scale.vllm_offline import VLLMBackend
 
     report: dict[str, Any] = {"model": args.model, "batch": args.batch, "gpu": torch.cuda.get_device_name(0)}
     checks: dict[str, bool] = {}

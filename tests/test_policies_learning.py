@@ -13,7 +13,7 @@ from envs.rollout import evaluate_policy
 from envs.router_env import MemoryRouterEnv
 from modules.tier import Tier
 from policies.sb3_policy import router_policy_kwargs
-from policies.toy_env import ToyRouterEnv
+from tests.toy_env import ToyRouterEnv
 
 
 def _mean_return(model, env, episodes=60):

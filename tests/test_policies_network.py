@@ -8,7 +8,7 @@ import torch
 
 from envs.observation import ObservationSpec
 from policies.network import ACTIVATIONS, NetworkConfig, ObsLayout, RouterActor, RouterTrunk, activation_name
-from policies.toy_env import ToyRouterEnv
+from tests.toy_env import ToyRouterEnv
 
 SPEC = ObservationSpec(embed_dim=16)
 LAYOUT = ObsLayout.from_spec(SPEC)

@@ -13,9 +13,9 @@ import re
 import pytest
 
 from common.config_error import ConfigError
-from modules.serving import free_port
 from policies.training.failure_budget import FailureBudget, FailureBudgetExceeded
 from policies.training.settings import TrainSettings
+from scale.serving import free_port
 from tests.reliability_support import RUN_NAME, config, one_line_error, run_cli
 from tests.support import needs_locomo
 

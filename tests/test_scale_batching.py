@@ -10,15 +10,15 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from envs.batched_rollout import evaluate_policy_batched
 from envs.components import make_components
 from envs.fakes import make_fake_bank, token_f1_scorer
 from envs.rollout import evaluate_policy
 from modules.backends.base import GenerationRequest, GenerationResult
 from modules.backends.fake import FakeBackend
-from modules.batching import BatchStats, LockstepBatcher
 from modules.cache import CachedLLM, CallCache
 from modules.tier import Tier
+from scale.batched_rollout import evaluate_policy_batched
+from scale.batching import BatchStats, LockstepBatcher
 
 # Lockstep batching is an optional scale path: `-m "not batching"` skips these tests.
 pytestmark = pytest.mark.batching
@@ -171,7 +171,7 @@ def test_batched_vec_env_equals_dummy_vec_env() -> None:
 
     from envs.reward import RewardShaper
     from envs.router_env import MemoryRouterEnv
-    from policies.training.batched_vec_env import BatchedVecEnv
+    from scale.batched_vec_env import BatchedVecEnv
 
     items = make_fake_bank(2, k=3)
 
@@ -197,3 +197,15 @@ def test_batched_vec_env_equals_dummy_vec_env() -> None:
             assert ia.keys() == ib.keys() and ia.get("module") == ib.get("module")
     assert max(batched_backend.batch_sizes) > 1 and max(dummy_backend.batch_sizes) == 1
     assert envs[1].batcher.stats.requests == sum(batched_backend.batch_sizes)
+
+
+def test_train_vec_env_batched_builds_the_scale_vec_env() -> None:
+    # train.vec_env=batched reaches scale/ by name (the core never imports it).
+    from policies.training.vec_env import build_vec_env
+    from scale.batched_vec_env import BatchedVecEnv
+
+    comps = _components(RecordingBackend())
+    env = build_vec_env(make_fake_bank(2, k=3), BASE, n_envs=2, seed=0, kind="batched", components=comps)
+    assert isinstance(env, BatchedVecEnv) and env.num_envs == 2
+    assert env.reset().shape[0] == 2
+    env.close()

@@ -118,7 +118,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.redis
 def test_redis_store_is_shared_by_concurrent_processes(redis_url: str) -> None:
-    from modules.cache_stores.redis_store import RedisStore
+    from scale.redis_store import RedisStore
 
     RedisStore(redis_url).clear()
     _check_shared(redis_url)
@@ -132,7 +132,7 @@ def test_redis_store_is_shared_by_concurrent_processes(redis_url: str) -> None:
 @pytest.mark.redis
 def test_unreachable_redis_is_a_clear_error() -> None:
     pytest.importorskip("redis")
-    from modules.cache_stores.redis_store import RedisStore
+    from scale.redis_store import RedisStore
 
     url = f"redis://127.0.0.1:{_free_port()}/0"
     with pytest.raises(CacheStoreError, match=r"cannot reach the Redis call cache at 'redis://127\.0\.0\.1"):

@@ -13,10 +13,10 @@ from modules.backends import get_backend
 from modules.backends.base import GenerationRequest
 from modules.backends.fake import FakeBackend
 from modules.backends.openai_http import OpenAIBackend
-from modules.backends.resilient import BackendOutage, ResilientBackend, is_transient
 from modules.cache import CachedLLM, CallCache
-from modules.fault_proxy import FaultProxy
-from modules.serving import free_port
+from scale.resilient import BackendOutage, ResilientBackend, is_transient
+from scale.serving import free_port
+from tests.fault_proxy import FaultProxy
 
 # OpenAI-compatible serving is an optional scale path: `-m "not serving"` skips these tests.
 pytestmark = pytest.mark.serving
@@ -108,7 +108,7 @@ def test_fault_proxy_injects_500_drop_and_slow() -> None:
 
 @pytest.fixture(scope="module")
 def server():
-    from modules.serving import LocalLlamaServer
+    from scale.serving import LocalLlamaServer
 
     srv = LocalLlamaServer("smollm2-135m", n_parallel=2, n_ctx=512)
     try:

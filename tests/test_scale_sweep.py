@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.training.sweep_ray import PID_FILE, run_trial, trial_config
+from scale.sweep_ray import PID_FILE, run_trial, trial_config
 from tests.support import TINY_TRAIN_OVERRIDES, needs_locomo
 
 # Ray Tune sweeps are an optional extra (scale path): `-m "not ray"` skips these tests.
@@ -51,7 +51,7 @@ def test_run_trial_skips_finished_trials(tmp_path: Path) -> None:
 @needs_locomo
 def test_ray_sweep_survives_a_killed_worker_and_resumes(tmp_path: Path) -> None:
     pytest.importorskip("ray.tune", reason="Ray Tune is the optional 'ray' extra")
-    from policies.training.sweep_ray import run_sweep
+    from scale.sweep_ray import run_sweep
 
     overrides = [*_overrides(tmp_path), "train.total_timesteps=60", "train.checkpoint_freq=10"]
     runs = tmp_path / "runs"

@@ -1,8 +1,4 @@
-"""LLM backends behind one interface, created by name.
-
-The registry maps a short name to ``"module:Class"`` and imports the module only when that
-backend is requested, so ``import modules.backends`` never loads llama.cpp, torch or vLLM.
-"""
+"""LLM backends behind one interface, created by name."""
 
 from __future__ import annotations
 
@@ -14,11 +10,11 @@ from modules.backends.base import BackendError, GenerationRequest, GenerationRes
 BACKENDS: dict[str, str] = {
     "llamacpp": "modules.backends.llamacpp:LlamaCppBackend",
     "transformers": "modules.backends.hf:TransformersBackend",
-    "vllm": "modules.backends.vllm_offline:VLLMBackend",
+    "vllm": "scale.vllm_offline:VLLMBackend",
     "openai": "modules.backends.openai_http:OpenAIBackend",
     "fake": "modules.backends.fake:FakeBackend",
-    # wraps another backend (``inner``): pauses and retries through outages (modules/backends/resilient.py)
-    "resilient": "modules.backends.resilient:ResilientBackend",
+    # vllm and resilient (wraps ``inner``, retries through outages) are optional scale paths in scale/
+    "resilient": "scale.resilient:ResilientBackend",
 }
 
 

@@ -1,8 +1,4 @@
-"""The one interface every LLM backend implements (llama.cpp, transformers, vLLM, HTTP, fake).
-
-Backends are *batched* from the start: ``generate`` takes a list of requests so that
-vectorised environments can send the same tier's calls for N episodes at once.
-"""
+"""The one interface every LLM backend implements (llama.cpp, transformers, vLLM, HTTP, fake)."""
 
 from __future__ import annotations
 

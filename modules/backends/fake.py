@@ -1,8 +1,4 @@
-"""A deterministic fake LLM backend for unit tests of the plumbing (never for results).
-
-Tokens are whitespace-separated words, so token counts are easy to predict in tests.
-Failures and timeouts can be injected to test that callers handle ``finish_reason="error"``.
-"""
+"""A deterministic fake LLM backend for unit tests of the plumbing (never for results)."""
 
 from __future__ import annotations
 

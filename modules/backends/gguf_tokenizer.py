@@ -1,13 +1,4 @@
-"""Tokenizers rebuilt from a GGUF file's metadata, cached on disk, loaded without transformers.
-
-llama.cpp (through xllamacpp) does not expose its tokenizer to Python, but exact token
-counts are needed for context-window truncation. ``transformers`` can convert the
-vocabulary and chat template stored in a GGUF (needs the ``gguf`` package); that takes
-10-45 s on a busy 2-core machine, so it is done once and saved as ``tokenizer.json`` plus
-``chat_template.jinja`` under ``$BUDGET_ROUTER_CACHE/tokenizers/``. Later loads use only the
-light ``tokenizers`` and ``jinja2`` packages (about 1 s instead of 15-20 s for importing
-``transformers.AutoTokenizer``).
-"""
+"""Tokenizers rebuilt from a GGUF file's metadata, cached on disk, loaded without transformers."""
 
 from __future__ import annotations
 

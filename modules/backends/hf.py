@@ -1,15 +1,4 @@
-"""Hugging Face ``transformers`` backend (CPU/GPU torch), for HF model directories or GGUF files.
-
-GGUF files are dequantised to float32 by transformers (``gguf_file=``), so this path is
-slow to load (SmolLM2-135M: ~30 s, Qwen-1.5B: ~2 min and 7 GB on CPU) and slower than
-llama.cpp; use it where torch is needed (hidden states, fine-tuning) or on a GPU.
-
-Decoding is greedy at temperature 0 (sampling with a seeded generator otherwise), with the
-tokenizer's chat template for chat models, stop strings cut from the output, and the
-shared context-window truncation rule (``modules.backends.prompting``). JSON-schema
-constraints are **not enforced** here (transformers has no grammar sampler): such requests
-are generated unconstrained and a warning is logged once; callers must parse defensively.
-"""
+"""Hugging Face ``transformers`` backend (CPU/GPU torch), for HF model directories or GGUF files."""
 
 from __future__ import annotations
 

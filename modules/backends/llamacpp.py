@@ -1,12 +1,4 @@
-"""llama.cpp backend through ``xllamacpp`` (llama.cpp's server, in process): the default CPU engine.
-
-Chat models get their GGUF's own chat template (applied by llama.cpp); base models are run
-in completion mode, with chat messages flattened. JSON-schema requests are enforced by
-llama.cpp's grammar sampler. ``n_parallel > 1`` opens that many server slots and sends a
-batch's requests from a thread pool, so llama.cpp batches them together (continuous
-batching); with the default ``n_parallel=1`` requests run one after another, which is the
-fastest on 2 shared cores and keeps llama.cpp's prompt-prefix cache warm.
-"""
+"""llama.cpp backend through ``xllamacpp`` (llama.cpp's server, in process): the default CPU engine."""
 
 from __future__ import annotations
 

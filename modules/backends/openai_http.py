@@ -1,16 +1,4 @@
-"""Client for OpenAI-compatible HTTP endpoints (OpenAI, vLLM/llama.cpp servers, hosted APIs).
-
-Retries: connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff
-(``backoff_s * 2**attempt``, capped at ``max_backoff_s``; a ``Retry-After`` header is honoured
-up to the same cap). No jitter, so runs are reproducible; other 4xx errors are not retried.
-Every failure that survives the retries comes back as a ``finish_reason="error"`` result.
-
-A batch is sent from a thread pool of at most ``concurrency`` requests at a time.
-
-Token counts come from the server's ``usage`` field, which the cost meter needs: a reply
-without it is an error, not a silent zero. ``count_tokens`` is only an estimate (UTF-8
-bytes / 4) unless a tokenizer is given, and context-window limits are left to the server.
-"""
+"""Client for OpenAI-compatible HTTP endpoints (OpenAI, vLLM/llama.cpp servers, hosted APIs)."""
 
 from __future__ import annotations
 

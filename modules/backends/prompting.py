@@ -1,14 +1,4 @@
-"""Prompt helpers shared by the local backends: chat flattening and context-window fitting.
-
-Truncation rule (applied by the llama.cpp, transformers and vLLM backends): if the prompt,
-after the chat template, needs more than ``n_ctx - max_tokens`` tokens, the **middle** of the
-longest user message (or of the raw prompt) is cut out and replaced by a marker
-``[... N characters truncated ...]``. Our prompts are laid out as
-[instructions][evidence][question], so the middle is evidence while the instructions at the
-start and the question at the end survive. If even cutting that message to nothing cannot
-make the request fit (other messages alone are too long), the call fails with
-``ContextOverflow``, which backends return as a ``finish_reason="error"`` result.
-"""
+"""Prompt helpers shared by the local backends: chat flattening and context-window fitting."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""Key-value stores behind :class:`modules.cache.CallCache`, opened by URL.
-
-* a file path, ``sqlite:///abs/path.sqlite`` or ``":memory:"``: :class:`SQLiteStore`, one file
-  shared by the processes of one machine (WAL mode);
-* ``redis://host:port/db`` (or ``rediss://``): :class:`~modules.cache_stores.redis_store.RedisStore`,
-  shared by the workers of a cluster (needs the ``redis`` package, imported only then).
-
-``open_store(url)`` picks the store from the URL's scheme through the :data:`STORES` registry.
-"""
+"""Key-value stores behind :class:`modules.cache.CallCache`, opened by URL."""
 
 from __future__ import annotations
 
@@ -20,8 +12,8 @@ from modules.cache_stores.sqlite_store import SQLiteStore
 #: URL scheme -> ``"module:Class"`` (imported on first use, so redis is optional).
 STORES: dict[str, str] = {
     "sqlite": "modules.cache_stores.sqlite_store:SQLiteStore",
-    "redis": "modules.cache_stores.redis_store:RedisStore",
-    "rediss": "modules.cache_stores.redis_store:RedisStore",
+    "redis": "scale.redis_store:RedisStore",
+    "rediss": "scale.redis_store:RedisStore",
 }
 
 

@@ -1,9 +1,4 @@
-"""SQLite store (WAL mode): one file shared safely by the threads and processes of one machine.
-
-WAL lets readers proceed while one writer commits, and the busy timeout makes concurrent
-writers (parallel sweep workers) wait for each other instead of failing. Not for network
-file systems: SQLite's locking is unreliable on NFS, so a cluster uses the Redis store.
-"""
+"""SQLite store (WAL mode): one file shared safely by the threads and processes of one machine."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The three tiering strategies, selectable by name.
-
-``STRATEGIES`` maps a strategy name to a builder
-``(llms, cost_model, encoder, cache=None, **opts) -> dict[module name, Module]``.
-"""
+"""The three tiering strategies, selectable by name."""
 
 from __future__ import annotations
 

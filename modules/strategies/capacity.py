@@ -1,13 +1,4 @@
-"""Capacity tiering: one prompt, three model sizes.
-
-Defaults: LOW = SmolLM2-135M-Instruct, MID = Gemma-3-270M, HIGH = Qwen2.5-Coder-1.5B-Instruct.
-Every tier gets the same ``direct`` prompt (instructions, evidence, ask, question; JSON-schema
-constrained). Gemma-3-270M is a *base* model without a chat template, so for models marked
-``chat=False`` in :data:`modules.models.MODELS` the same case is rendered as a few-shot
-completion (one worked example, then ``Answer:``; generation stops at a blank line).
-The reference used a PLAN/ACT/REFLECT prompt for all tiers; with sub-2B models that mostly
-produced unparseable output, so the one shared prompt here is the direct one.
-"""
+"""Capacity tiering: one prompt, three model sizes."""
 
 from __future__ import annotations
 

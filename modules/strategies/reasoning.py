@@ -1,13 +1,4 @@
-"""Reasoning tiering: one LLM, three prompting depths.
-
-LOW = direct answer (JSON-schema constrained where the output is structured),
-MID = chain of thought ending in an ``Answer:`` line,
-HIGH = PLAN -> ACT -> REFLECT ending in an ``<answer>`` section that is parsed.
-The reasoning styles cannot be schema-constrained (the grammar would forbid the reasoning).
-When the reasoning does not end in a parseable answer, a constrained follow-up call extracts
-it (see :mod:`modules.llm_tier`); that extra call and the larger ``max_tokens`` are part of
-the deeper tiers' cost.
-"""
+"""Reasoning tiering: one LLM, three prompting depths."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""SB3 callbacks: episode statistics, held-out validation with best-router export, checkpoints.
-
-* :class:`EpisodeStatsCallback` turns the training env's terminal ``info`` into logged means
-  per rollout: reward parts (``reward/*``), raw and normalised cost (``cost/*``), per-module
-  tier ratios (``tiers/*``), training F1 and the call-cache hit rate (``cache/*``).
-* :class:`ValidationCallback` runs the deterministic policy on the held-out split with
-  ``envs.rollout.evaluate_policy`` every ``eval_freq`` timesteps (and once at the end), logs
-  ``val/*``, and exports the router whenever the validation metric improves. Training reward
-  never selects a checkpoint. A λ-conditioned run validates at every one of its λ values and
-  selects on the mean of the per-λ objectives (``val/lam{λ}/*`` holds each λ's numbers).
-* :class:`CheckpointCallback` saves a resumable checkpoint every ``checkpoint_freq`` timesteps.
-
-All three act at rollout boundaries, never in the middle of a rollout, so validation episodes
-never interleave with training episodes.
-"""
+"""SB3 callbacks: episode statistics, held-out validation with best-router export, checkpoints."""
 
 from __future__ import annotations
 

@@ -5,16 +5,6 @@
     model.zip     PPO.save (policy, optimiser, num_timesteps, hyper-parameters)
     state.json    per-worker reward-shaper state (cost window, α history) and question-order RNG,
                   the validation callback's state (best score, history), the run name and config hash
-
-``state.json`` also records ``model.zip``'s sha256: ``PPO.load`` unpickles parts of the zip
-(stable-baselines3 uses cloudpickle), so a resume refuses a zip that is not the one the run
-wrote. Only resume checkpoints you trust: a checkpoint from elsewhere can run code on load.
-
-The directory is replaced atomically (``common.atomic_dir.write_dir_atomically``); a crash
-during the swap leaves a complete copy that :func:`resolve_checkpoint` finds. A resumed run
-continues from ``num_timesteps`` with the same normaliser statistics and best-so-far record;
-it is not bit-identical to an uninterrupted run (SB3 does not save the rollout buffer or the
-in-flight episodes), which is the same guarantee SB3's own checkpoints give.
 """
 
 from __future__ import annotations

@@ -1,13 +1,4 @@
-"""Compose the training config without running Hydra's app (for tests, notebooks and tools).
-
-``load_config(["backend=fake", "cost.lambda=0.3"])`` returns the same resolved dict that
-``train.py`` hands to :func:`policies.training.loop.train`, minus Hydra's own ``hydra`` node.
-
-:func:`register_resolvers` adds the OmegaConf resolvers the YAML files use (``lam_tag`` names a
-run by its λ, or by its λ list for a λ-conditioned run) and stores the typed schema
-(:class:`policies.training.settings.Config`) in Hydra's ConfigStore as ``config_schema``, the first
-entry of ``configs/config.yaml``'s defaults list; both entry points call it before composing.
-"""
+"""Compose the training config without running Hydra's app (for tests, notebooks and tools)."""
 
 from __future__ import annotations
 

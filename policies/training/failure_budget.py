@@ -1,13 +1,4 @@
-"""The failure budget: a run whose LLM calls mostly fail stops instead of exporting a router.
-
-A failed LLM call (backend error, timeout, unparseable output) does not crash an episode: the
-module returns its documented degraded output and the failure is counted (``Cost.failures``).
-That keeps one flaky call from killing a long run, but it also let a dead endpoint "train"
-a router on nothing but fallbacks and exit 0. So the run prints ``failed/total`` LLM calls at
-every validation and at the end, and stops with :class:`FailureBudgetExceeded` (non-zero exit)
-when the failure rate of a validation passes ``train.max_failure_rate`` (default 0.2). The
-check runs before the validation exports anything, so such a run never leaves a router.
-"""
+"""The failure budget: a run whose LLM calls mostly fail stops instead of exporting a router."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""One training run, from a resolved config dict to an exported router and a validation report.
-
-``train.py`` is a thin Hydra wrapper around :func:`train`. The steps:
-
-1. parse and check the ``train``/``ppo``/``wandb`` sections, the resume checkpoint and the run
-   directory (never an existing run without ``resume=`` or ``overwrite=true``);
-2. build the env components (``envs.components.make_components``) and the train/validation
-   question banks (cached on disk, so sweeps build them once); only then lock the run directory
-   (``rundir.claim_run_dir``) and save the resolved config and the run's provenance (git commit,
-   package versions, data checksums), secrets redacted, so a rejected launch writes nothing;
-3. build the vectorised env and PPO with the router network (or load a checkpoint to resume);
-4. learn with callbacks: episode statistics, validation on held-out questions (exports the
-   best router to ``runs/{run_name}/router``), periodic resumable checkpoints;
-5. write ``result.json`` and print where the router and the validation report are.
-"""
+"""One training run, from a resolved config dict to an exported router and a validation report."""
 
 from __future__ import annotations
 

@@ -1,18 +1,4 @@
-"""One process per run directory, and no run silently replaced by another.
-
-``runs/{run_name}/`` holds a run's checkpoints, router and logs. Two things used to destroy
-them: re-running the same command (a fresh run overwrote the finished one: its progress, its
-checkpoint and its router), and two identical commands at once (both wrote the same files).
-
-* :func:`check_run_dir` refuses, before anything is written, a directory that already holds a
-  run unless the launch resumes it (``resume=`` pointing into it) or says ``overwrite=true``.
-* :class:`RunDirLock` is an exclusive ``flock`` on ``{run_dir}/.lock`` held for the whole run.
-  The kernel drops it when the process dies (even on ``kill -9``), so it is never stale; the
-  file records the holder (pid, host, start time, command) for the error a second process gets.
-* :func:`claim_run_dir` takes the lock, checks again (another run may have finished meanwhile),
-  clears the directory for ``overwrite=true``, and repairs what a crash left (an interrupted
-  checkpoint or router swap, stale temporary files).
-"""
+"""One process per run directory, and no run silently replaced by another."""
 
 from __future__ import annotations
 

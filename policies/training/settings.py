@@ -1,11 +1,4 @@
-"""The typed schema of the whole training config: the env's sections plus ``train``, ``ppo``, ``wandb``.
-
-:class:`Config` is what ``train.py`` composes: ``policies.training.config`` registers it with
-Hydra's ConfigStore as the base of ``configs/config.yaml``, so Hydra itself rejects an unknown key
-(``train.eval_frq=…``) or a value of the wrong type, naming both, before any model loads. Checks
-a type cannot express (ranges, choices) run in ``__post_init__`` when :func:`parse_config` turns
-the composed config into these objects.
-"""
+"""The typed schema of the whole training config: the env's sections plus ``train``, ``ppo``, ``wandb``."""
 
 from __future__ import annotations
 

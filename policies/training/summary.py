@@ -1,8 +1,4 @@
-"""Aggregate episode records into the numbers training logs, selects on, and reports.
-
-Works on anything with ``envs.episode.EpisodeRecord``'s fields (validation records from
-``envs.rollout.evaluate_policy`` and the ``record`` in the training env's terminal ``info``).
-"""
+"""Aggregate episode records into the numbers training logs, selects on, and reports."""
 
 from __future__ import annotations
 

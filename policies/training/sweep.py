@@ -1,11 +1,4 @@
-"""λ × seed sweep summary: a Hydra callback that writes one CSV row per finished job.
-
-``python train.py -m cost.lambda=0,0.1,0.5 seed=0,1`` runs the jobs one after another in one
-process (Hydra's basic launcher); every job shares the call cache, so later jobs are mostly
-cache hits. A λ-conditioned job (``cost.lambdas``) adds one row per λ. After each job this
-callback rewrites ``runs/sweeps/sweep-{start time}.csv`` atomically with all rows so far (so an
-interrupted sweep still leaves a summary), and prints its path when the sweep ends.
-"""
+"""λ × seed sweep summary: a Hydra callback that writes one CSV row per finished job."""
 
 from __future__ import annotations
 

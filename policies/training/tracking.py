@@ -1,12 +1,4 @@
-"""Logging: SB3's logger to CSV (always) and, when enabled, to Weights & Biases.
-
-wandb is imported only when ``wandb.mode`` is ``offline`` or ``online``. Every value that SB3
-records (``train/policy_gradient_loss``, ``train/value_loss``, ``train/entropy_loss``,
-``train/approx_kl``, ``train/clip_fraction``, ``train/explained_variance``, ``rollout/*``,
-``time/*``) and every value our callbacks record (``reward/*``, ``cost/*``, ``tiers/*``,
-``cache/*``, ``val/*``) goes through one SB3 ``Logger`` whose output formats include a wandb
-writer, so the wandb step is always SB3's ``num_timesteps``.
-"""
+"""Logging: SB3's logger to CSV (always) and, when enabled, to Weights & Biases."""
 
 from __future__ import annotations
 

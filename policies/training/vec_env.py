@@ -1,17 +1,8 @@
-"""Build the vectorised training environment around ``envs.router_env.MemoryRouterEnv``.
-
-Each worker env is built by ``envs.factory.make_env`` (the one env factory, also behind
-``gym.make``), so it gets its own ``RewardShaper`` (as ``envs.reward`` prescribes) and the seed
-``seed + rank``. With ``DummyVecEnv`` (default) all workers share one ``EnvComponents`` (one
-encoder, one llama.cpp instance, one call cache); with ``SubprocVecEnv`` each worker process
-builds its own from the config.
-
-:func:`sync_reward_statistics` copies worker 0's reward statistics into the validation's own
-shaper, as SB3's ``sync_envs_normalization`` does for an eval env's normalisation.
-"""
+"""Build the vectorised training environment around ``envs.router_env.MemoryRouterEnv``."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -104,7 +95,7 @@ def build_vec_env(
         )
     if kind == "batched":
         # Same envs as "dummy", but concurrent LLM calls of the N envs reach the backend as one batch.
-        from policies.training.batched_vec_env import BatchedVecEnv
-
-        return BatchedVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
+        # An optional scale path, so imported by name (as the backend registry does), never by the core.
+        batched = importlib.import_module("scale.batched_vec_env").BatchedVecEnv
+        return batched([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     raise ValueError(f"unknown vec_env kind {kind!r}; choose dummy, subproc or batched")

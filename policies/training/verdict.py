@@ -1,12 +1,4 @@
-"""Is the trained router more than a fixed tier path? The main job's closing verdict.
-
-A router that picks the same tier for a module on every validation question is a fixed
-path, which a one-line config could have given. When the selected router is one, the
-training run says so and shows why with numbers measured on the same validation questions:
-every uniform path (all-LOW, all-MID, all-HIGH) and the router's own path, their F1, module
-cost and validation objective at each λ, and the per-question oracle over those paths (how
-much a query-dependent choice among them could have gained).
-"""
+"""Is the trained router more than a fixed tier path? The main job's closing verdict."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    OMP_NUM_THREADS=1 python -m modules.backends.bench --model smollm2-135m --repeats 5
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_backends.py --model smollm2-135m --repeats 5
 
 Prompt/generation tokens per second come from llama.cpp's own timings; the cache figures
 are wall-clock times of ``CachedLLM.generate`` for the same request on a cold cache (a real
@@ -14,9 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from modules.backends import get_backend
 from modules.backends.base import GenerationRequest

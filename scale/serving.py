@@ -8,8 +8,8 @@ server on one machine, and lets a cluster share one model server between workers
 
 Command line (blocks until Ctrl-C / SIGTERM)::
 
-    python -m modules.serving --model smollm2-135m --port 8080 --n-parallel 4
-    SERVER_KEY=... python -m modules.serving --host 0.0.0.0 --api-key-env SERVER_KEY   # require a key
+    python -m scale.serving --model smollm2-135m --port 8080 --n-parallel 4
+    SERVER_KEY=... python -m scale.serving --host 0.0.0.0 --api-key-env SERVER_KEY   # require a key
 
 With an API key the server answers only requests that send ``Authorization: Bearer <key>``
 (clients: ``backend.api_key_env=SERVER_KEY``). The key is read from an environment variable,
@@ -129,7 +129,7 @@ def wait_healthy(
 
 
 class LocalLlamaServer:
-    """A llama.cpp OpenAI-compatible server in a subprocess (``python -m modules.serving``).
+    """A llama.cpp OpenAI-compatible server in a subprocess (``python -m scale.serving``).
 
     Args:
         model: Registry key or GGUF path.
@@ -177,7 +177,7 @@ class LocalLlamaServer:
         if self.running:
             return self
         cmd = [
-            sys.executable, "-m", "modules.serving", "--model", self.model, "--port", str(self.port),
+            sys.executable, "-m", "scale.serving", "--model", self.model, "--port", str(self.port),
             "--n-parallel", str(self.n_parallel), "--n-threads", str(self.n_threads),
         ]
         if self.n_ctx:

@@ -2,7 +2,7 @@
 
 SB3's ``DummyVecEnv.step_wait`` steps the envs one after another, so each env's module call
 reaches the backend alone. :class:`BatchedVecEnv` runs the N ``env.step`` (and the
-auto-``reset`` of finished episodes) under a :class:`modules.batching.LockstepBatcher`: every
+auto-``reset`` of finished episodes) under a :class:`scale.batching.LockstepBatcher`: every
 env step runs one module for its episode, and the calls of all N episodes that use the same
 model are sent to the backend together. Everything else (buffers, terminal observations,
 info dicts) is exactly DummyVecEnv's, and the envs share one ``EnvComponents`` in-process.
@@ -18,7 +18,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from modules.batching import LockstepBatcher
+from scale.batching import LockstepBatcher
 
 
 class BatchedVecEnv(DummyVecEnv):

@@ -1,7 +1,7 @@
 """Evaluate a policy over many questions with N episodes in flight and their LLM calls batched.
 
 :func:`evaluate_policy_batched` is :func:`envs.rollout.evaluate_policy` with ``n_envs``
-episodes running side by side under a :class:`modules.batching.LockstepBatcher`: each of the
+episodes running side by side under a :class:`scale.batching.LockstepBatcher`: each of the
 N workers takes the next question from a shared queue and runs it with the ordinary
 :func:`envs.rollout.run_episode`; whenever all N wait on an LLM, the calls of the same model
 (same module and tier, usually, since episodes move in step) go to the backend as one batch.
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from envs.episode import EpisodeRecord
 from envs.rollout import DecideFn, run_episode
-from modules.batching import BatchStats, LockstepBatcher
+from scale.batching import BatchStats, LockstepBatcher
 
 if TYPE_CHECKING:
     from envs.components import EnvComponents

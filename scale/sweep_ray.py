@@ -21,9 +21,9 @@ another node is a cache hit here.
 
 Command line::
 
-    python -m policies.training.sweep_ray --lambdas 0,0.05,0.1,0.3,0.5,0.7,0.9 --seeds 0,1,2 \
+    python -m scale.sweep_ray --lambdas 0,0.05,0.1,0.3,0.5,0.7,0.9 --seeds 0,1,2 \
         --max-concurrent 2 -- backend=llamacpp train.total_timesteps=2000
-    python -m policies.training.sweep_ray --address auto ...      # an existing Ray cluster
+    python -m scale.sweep_ray --address auto ...      # an existing Ray cluster
 
 Ray is an optional extra (``pip install 'budget-router[ray]'``), imported only when a sweep runs.
 """
@@ -247,7 +247,7 @@ def _floats(text: str) -> list[float]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m policies.training.sweep_ray --lambdas ... -- OVERRIDES``."""
+    """Command line: ``python -m scale.sweep_ray --lambdas ... -- OVERRIDES``."""
     parser = argparse.ArgumentParser(description="Run a λ × seed sweep on Ray Tune.")
     parser.add_argument("--lambdas", default="0,0.05,0.1,0.3,0.5,0.7,0.9")
     parser.add_argument("--seeds", default="0")
