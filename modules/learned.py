@@ -1,15 +1,5 @@
 """MID-tier implementations: learned or algorithmic models that run offline without an LLM.
 
-* filter: MiniLM cosine similarity (0.7) blended with keyword overlap (0.3), as BudgetMem MID
-  (optionally mixed with the retriever's own score, and padded to its budget);
-* entity: spaCy ``en_core_web_sm`` NER + dependency-parse subject-verb-object relations;
-* temporal: ``parsedatetime`` temporal tagger, expressions normalised against the chunk's
-  session timestamp (``yesterday`` said on 8 May 2023 -> ``2023-05-07``);
-* topic: TextRank keyphrases (``summa``);
-* summary: structured extractive summary -- the evidence sentences closest to the question
-  (MiniLM), with their dates, followed by the extracted relations under headings (or, under
-  the quality ladder's ``keep_evidence``, those sentences in front of the LOW template).
-
 Like :mod:`modules.rules`, each function returns ``(raw_value, gflops)``.
 """
 
@@ -50,21 +40,17 @@ def embedding_filter(
     If no chunk clears the threshold the single best one is kept, so downstream modules
     always have evidence when retrieval found any.
 
-    The cosine uses the utterance text without the ``Name said, "..."`` wrapper: in dialogue
-    the wrapper dominates MiniLM similarity (measured on LoCoMo conv-26: an unrelated turn of
-    the asked-about speaker scores 0.48 with the wrapper, 0.06 without). Speaker names still
-    count through the keyword term, which reads the full chunk.
+    The cosine reads the utterance text without the ``Name said, "..."`` wrapper; speaker names
+    still count through the keyword term, which reads the full chunk.
 
     Args:
         inp: The filter's input (retrieved chunks, best first).
         k: Most chunks kept.
         encoder: Sentence encoder (MiniLM in real runs).
         pad: Keep exactly ``min(k, len(evidence))`` chunks, best blended score first, instead of
-            only those above the threshold. The threshold kept 3.7 of 10 chunks on LoCoMo val
-            and so lost gold evidence the keyword LOW tier keeps (recall 0.71 vs 0.78).
+            only those above the threshold.
         retrieval_weight: Weight ``w`` of the retriever's score in ``(1-w)·z(blend) +
-            w·z(retrieval score)``; the hybrid BM25+dense retriever already ranks the chunks
-            well, and re-ranking them by MiniLM alone throws that away.
+            w·z(retrieval score)``.
     """
     texts = [e.text for e in inp.evidence]
     utterances = [" ".join(u for _, u in split_utterances(t)) or t for t in texts]
@@ -239,9 +225,7 @@ def extractive_summary(inp: ModuleInput, encoder: Encoder, keep_evidence: bool =
     :data:`SUMMARY_RELATIONS_PER_MODULE` relations of each extractor.
 
     Under ``keep_evidence`` (the quality ladder) the selected sentences are put, as
-    ``Key sentences``, in front of the LOW template (every kept chunk, dated, and all
-    relations): five sentences alone lost answer words the template keeps (answer-word
-    containment 0.59-0.61 vs 0.72 on 24 LoCoMo test questions), so MID would read less than LOW.
+    ``Key sentences``, in front of the LOW template (every kept chunk, dated, and all relations).
     """
     sents: list[tuple[str, str]] = []
     for ev in inp.evidence:

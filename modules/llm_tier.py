@@ -1,22 +1,4 @@
-"""Run an LLM tier: build the prompt, call the cached LLM, parse, meter, degrade on failure.
-
-Failure contract (tested in ``tests/test_modules_llm_tier.py``):
-
-* backend error / timeout (``finish_reason == "error"``): the output is the module's
-  :func:`~modules.base.fallback_value`, ``degraded=True``, ``error`` set; the failed call is
-  counted in ``cost.failures`` by the CostModel (its tokens are still metered);
-* unparseable output: same fallback, ``parse_failures=1`` and ``cost.failures += 1``;
-* ``cot``/``react`` reasoning that does not end in a parseable answer (missing ``Answer:`` /
-  ``<answer>``, or cut by ``max_tokens``): one JSON-schema constrained follow-up call
-  (:func:`~modules.prompts.finalise_request`) turns the reasoning into the answer; it is
-  metered (``cost.calls == 2``) and noted; only if that also fails is the output degraded;
-* prompt that cannot fit the context window even without evidence: fallback, no LLM call,
-  ``cost.failures = 1``;
-* evidence truncated to fit: a normal result with a ``notes`` entry saying what was cut.
-
-The fallback is deliberately *not* another tier's computation: a degraded output must never
-cost less than, or look like, a real result.
-"""
+"""Run an LLM tier: build the prompt, call the cached LLM, parse, meter, degrade on failure."""
 
 from __future__ import annotations
 
@@ -66,8 +48,6 @@ class LLMTierConfig:
             puts the chunks it selects first and pads with the next-ranked ones up to
             ``filter_k``; the summary writes answer-oriented notes (:data:`~modules.prompts.KEEP_ASKS`)
             and puts them *in front of* the template memory (question, dated evidence, facts).
-            Why: measured on LoCoMo, a summary that replaces the evidence drops the answer
-            (issue #13: answer containment 0.23 at HIGH vs 0.43 at LOW).
         notes: What the summary's notes ask for under ``keep_evidence``
             (:data:`~modules.prompts.NOTES_ASKS`: ``answer`` or ``quotes``).
     """
@@ -116,9 +96,7 @@ class LLMTier:
         config: Prompting style and limits.
         base: A cheaper tier of the same module whose items this tier keeps (relation modules
             only): the output is the LLM's items followed by the base's items it did not give,
-            and the base's cost is added. Why: a 1.5B model extracts one or two facts where the
-            rules extract five to ten, so on its own the dearer tier shows the answerer less
-            (the quality ladder's ``high_keeps_low_facts``).
+            and the base's cost is added (the quality ladder's ``high_keeps_low_facts``).
     """
 
     def __init__(
@@ -190,7 +168,7 @@ class LLMTier:
         return replace(out, value=value, text=output_text(self.module, value), cost=out.cost + below.cost)
 
     def _run(self, inp: ModuleInput) -> ModuleOutput:
-        """The LLM's own output (see the module docstring for the failure contract)."""
+        """The LLM's own output (failure contract: docs/design.md)."""
         style = self.config.style
         try:
             built = build_prompt(

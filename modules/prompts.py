@@ -1,26 +1,4 @@
-"""Prompts of the LLM tiers, laid out for llama.cpp prefix-cache reuse, and their truncation.
-
-Layout (every module, every style): the fixed :data:`SYSTEM` instructions first, then the
-evidence, then (summary only) the extracted facts, then the module-specific ask with the
-style's instructions, then the question. Consecutive calls of one query (entity, temporal,
-topic over the same filtered evidence) therefore share the long prefix and llama.cpp only
-evaluates the short tail.
-
-Styles:
-    ``direct``: answer at once; structured modules are JSON-schema constrained.
-    ``cot``: short step-by-step reasoning, then a final ``Answer:`` line (unconstrained).
-    ``react``: ``PLAN:``/``ACT:``/``REFLECT:`` lines, then ``<answer>...`` (generation stops
-        at ``</answer>``).
-    ``fewshot``: raw completion for base models (Gemma-3-270M): one worked example, then the
-        real case ending in ``Answer:``; JSON-schema constrained like ``direct``.
-
-Truncation rule (inputs longer than the context window): the prompt budget is
-``min(n_ctx, max_prompt_tokens) - max_tokens - TEMPLATE_MARGIN`` tokens counted with the
-model's own tokenizer (``llm.count_tokens``). Evidence chunks are dropped from the end
-(lowest retrieval rank first) until the prompt fits; if the first chunk alone does not fit,
-its text is cut (keeping the beginning) to fit. If even an empty evidence list does not fit,
-:class:`PromptTooLong` is raised and the module returns its degraded output.
-"""
+"""Prompts of the LLM tiers, laid out for llama.cpp prefix-cache reuse, and their truncation."""
 
 from __future__ import annotations
 
@@ -73,9 +51,7 @@ KEEP_ASKS: dict[str, str] = {
 
 #: The HIGH summary's notes under ``keep_evidence``, by ``strategy.options.high_notes``:
 #: ``answer`` ends the notes with a proposed answer (:data:`KEEP_ASKS`); ``quotes`` only quotes
-#: and dates the evidence and leaves answering to the answerer. Why ``quotes`` exists: on 100
-#: LoCoMo test questions the notes' own ``Answer:`` line scored F1 0.28 against 0.42 for the
-#: answerer reading the LOW memory, and the answerer copied it (``Ferrari`` -> ``Red``).
+#: and dates the evidence and leaves answering to the answerer.
 NOTES_ASKS: dict[str, str] = {
     "answer": KEEP_ASKS["summary"],
     "quotes": "Write short notes for answering the question: quote, word for word, the sentences of "
@@ -282,7 +258,7 @@ def build_prompt(
     keep_evidence: bool = False,
     notes: str = "answer",
 ) -> BuiltPrompt:
-    """Build the request for ``module`` in ``style``, truncating evidence to fit (module doc).
+    """Build the request for ``module`` in ``style``, truncating evidence to fit (docs/design.md).
 
     Raises:
         PromptTooLong: Even with no evidence the prompt exceeds the budget.

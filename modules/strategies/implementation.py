@@ -1,17 +1,4 @@
-"""Implementation tiering: LOW = rules, MID = offline learned models, HIGH = an LLM prompt.
-
-| module   | LOW (rules)               | MID (learned, offline)                   | HIGH (LLM)          |
-|----------|---------------------------|------------------------------------------|---------------------|
-| filter   | keyword overlap           | MiniLM cosine + keyword (+ retriever) blend | JSON relevant items |
-| entity   | regex SVO patterns        | spaCy NER + dependency triplets          | JSON relations      |
-| temporal | regex date phrases (raw)  | parsedatetime, normalised to session date| JSON dated events   |
-| topic    | content-word frequency    | TextRank keyphrases (summa)              | JSON topics         |
-| summary  | template (question+chunks)| extractive: MiniLM-ranked sentences+facts| notes from evidence |
-
-LOW and MID are different computations for every module (BudgetMem's release made them
-identical for entity/temporal/topic). The HIGH summary sees the evidence, not only the
-extracted relations (BudgetMem's HIGH summary did not).
-"""
+"""Implementation tiering: LOW = rules, MID = offline learned models, HIGH = an LLM prompt."""
 
 from __future__ import annotations
 
