@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from common.redact import REDACTED, redact, redact_argv
-from modules import serving
+from scale import serving
 from tests.reliability_support import RUN_NAME, run_cli
 from tests.support import needs_locomo
 
@@ -78,6 +78,7 @@ class _FakeServer:
         self.params = params
 
 
+@pytest.mark.serving
 def test_server_api_key_option(tmp_path, monkeypatch):
     import xllamacpp
 
