@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +71,31 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any, indent: int | None = 2) -> Path:
     """Atomically write ``obj`` as JSON (keys sorted, so files diff cleanly)."""
     return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=True, default=str) + "\n")
+
+
+def atomic_write_csv(
+    path: str | os.PathLike[str],
+    rows: Sequence[Mapping[str, Any]],
+    empty_columns: Sequence[str] = (),
+    *,
+    lineterminator: str = "\r\n",
+    blank_nan: bool = False,
+) -> Path:
+    """Atomically write ``rows`` as CSV, one column per key in first-seen order.
+
+    Args:
+        path: Destination file.
+        rows: The rows (a missing key is an empty cell).
+        empty_columns: The header written when there are no rows.
+        lineterminator: Line ending (default the ``csv`` module's, CR LF).
+        blank_nan: Write non-finite floats (NaN means "no value", e.g. no judge ran) as empty
+            cells, which spreadsheets and pandas read as missing.
+    """
+    buf = io.StringIO()
+    columns = list(dict.fromkeys(k for r in rows for k in r)) or list(empty_columns)
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator=lineterminator)
+    writer.writeheader()
+    for r in rows:
+        blank = [k for k, v in r.items() if blank_nan and isinstance(v, float) and not math.isfinite(v)]
+        writer.writerow({**r, **dict.fromkeys(blank, "")})
+    return atomic_write_text(path, buf.getvalue())

@@ -9,14 +9,13 @@ Example (the default config; add ``--set`` overrides or ``--experiment cpu_quali
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 from pathlib import Path
 from typing import Any
 
 from benchmarks.metrics import score_answer
 from benchmarks.registry import get_benchmark
-from common.atomic import atomic_write_json, atomic_write_with
+from common.atomic import atomic_write_csv, atomic_write_json
 from common.datadir import PROJECT_ROOT
 from common.provenance import data_checksums, run_metadata
 from envs.components import make_components
@@ -163,34 +162,27 @@ def _run_with(
     }
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out / "headroom.json", {"rows": rows, "metadata": meta})
-
-    def write_csv(tmp: Path) -> None:
-        nan = {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")}
-        diffs = [r.get("vs_low", {}).get("f1", nan) for r in rows]
-        table = [
-            {
-                "context": r["context"],
-                "n": r["n"],
-                "f1": r["f1"]["mean"],
-                "f1_lo": r["f1"]["lo"],
-                "f1_hi": r["f1"]["hi"],
-                "df1_vs_low": d["mean"],
-                "df1_lo": d["lo"],
-                "df1_hi": d["hi"],
-                "em": r["em"]["mean"],
-                "containment": r["containment"]["mean"],
-                "context_chars": r["context_chars"],
-                **{m: r[m]["mean"] for m in ("context_tokens", "module_cost", "answer_cost")},
-                "failures": r["failures"],
-            }
-            for r, d in zip(rows, diffs, strict=True)
-        ]
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(table[0]))
-            writer.writeheader()
-            writer.writerows(table)
-
-    atomic_write_with(out / "headroom.csv", write_csv)
+    nan = {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")}
+    diffs = [r.get("vs_low", {}).get("f1", nan) for r in rows]
+    table = [
+        {
+            "context": r["context"],
+            "n": r["n"],
+            "f1": r["f1"]["mean"],
+            "f1_lo": r["f1"]["lo"],
+            "f1_hi": r["f1"]["hi"],
+            "df1_vs_low": d["mean"],
+            "df1_lo": d["lo"],
+            "df1_hi": d["hi"],
+            "em": r["em"]["mean"],
+            "containment": r["containment"]["mean"],
+            "context_chars": r["context_chars"],
+            **{m: r[m]["mean"] for m in ("context_tokens", "module_cost", "answer_cost")},
+            "failures": r["failures"],
+        }
+        for r, d in zip(rows, diffs, strict=True)
+    ]
+    atomic_write_csv(out / "headroom.csv", table)
     title = f"{bench} / {args.split}: {len(qids)} questions" + (
         f" ({args.experiment})" if args.experiment else ""
     )

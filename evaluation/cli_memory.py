@@ -9,7 +9,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import os
 from collections import defaultdict
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from common.atomic import atomic_write_json, atomic_write_text, atomic_write_with
+from common.atomic import atomic_write_csv, atomic_write_json, atomic_write_with
 from common.datadir import data_file
 from common.provenance import run_metadata
 from memory.bench import run_modes
@@ -112,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
 
     summary = summarise(rows)
-    write_csv(out / "results.csv", rows)
-    write_csv(out / "summary.csv", summary)
+    atomic_write_csv(out / "results.csv", rows, lineterminator="\n")
+    atomic_write_csv(out / "summary.csv", summary, lineterminator="\n")
     plot(
         summary,
         out / "mrr.png",
@@ -153,23 +152,6 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         row["gate_fallback_rate"] = float(np.mean([r["gate_fallback_rate"] for r in rs]))
         out.append(row)
     return out
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Write ``rows`` as CSV atomically (columns from the first row, then any new ones)."""
-    cols: list[str] = []
-    for r in rows:
-        cols += [c for c in r if c not in cols]
-    lines: list[str] = []
-
-    class _Sink:
-        def write(self, s: str) -> None:
-            lines.append(s)
-
-    writer = csv.DictWriter(_Sink(), fieldnames=cols, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, "".join(lines))
 
 
 def format_table(summary: list[dict[str, Any]]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import logging
 import math
@@ -20,7 +19,7 @@ from benchmarks.embedding_cache import EmbeddingCache
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
 from benchmarks.recall import evidence_hit, evidence_recall
 from benchmarks.registry import benchmark_names, get_benchmark
-from common.atomic import atomic_write_json, atomic_write_with
+from common.atomic import atomic_write_csv, atomic_write_json
 from common.provenance import run_metadata
 from evaluation.cli_options import add_option_argument, parse_options
 from memory.encoder import get_encoder
@@ -207,14 +206,7 @@ def run(args: argparse.Namespace) -> int:
         "build": dataclasses.asdict(build),
         "encoder_dim": encoder.dim,
     }
-
-    def write_csv(tmp: Path) -> None:
-        with open(tmp, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["question_id"])
-            writer.writeheader()
-            writer.writerows(rows)
-
-    atomic_write_with(out_dir / "rows.csv", write_csv)
+    atomic_write_csv(out_dir / "rows.csv", rows, ["question_id"])
     result = {
         "benchmark": args.benchmark,
         "split": args.split,

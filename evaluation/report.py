@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common.atomic import atomic_write_json, atomic_write_text
+from common.atomic import atomic_write_csv, atomic_write_json
 from evaluation import router_metrics_report as rmr
 from evaluation.aggregate import METRICS, SystemSummary, compare_to
 from evaluation.bootstrap import DEFAULT_ALPHA
@@ -327,17 +325,8 @@ def csv_rows(report: FrontierReport) -> list[dict[str, Any]]:
 
 
 def write_csv(report: FrontierReport, path: str | Path) -> Path:
-    """Write :func:`csv_rows` atomically."""
-    rows = csv_rows(report)
-    buf = io.StringIO()
-    fields = list(rows[0]) if rows else ["system"]
-    writer = csv.DictWriter(buf, fieldnames=fields)
-    writer.writeheader()
-    # NaN means "no value" (e.g. no judge ran): an empty cell, which spreadsheets and pandas read as missing.
-    writer.writerows(
-        [{k: "" if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows]
-    )
-    return atomic_write_text(path, buf.getvalue())
+    """Write :func:`csv_rows` atomically (NaN as an empty cell)."""
+    return atomic_write_csv(path, csv_rows(report), ["system"], blank_nan=True)
 
 
 def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) -> dict[str, Any]:

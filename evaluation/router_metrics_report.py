@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_csv
 from evaluation.aggregate import SystemSummary
 from evaluation.bootstrap import Estimate, interval
 from evaluation.router_metrics import CPT_LEVELS, Ends, aiq, apgr, cost_share, cpt, pgr
@@ -324,11 +322,4 @@ def router_metrics_dict(rm: RouterMetrics) -> dict[str, Any]:
 
 def write_router_metrics_csv(rm: RouterMetrics, path: str | Path) -> Path:
     """Write :func:`family_rows` atomically (NaN as an empty cell)."""
-    rows = family_rows(rm)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["cost_axis", "family"])
-    writer.writeheader()
-    writer.writerows(
-        [{k: "" if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows]
-    )
-    return atomic_write_text(path, buf.getvalue())
+    return atomic_write_csv(path, family_rows(rm), ["cost_axis", "family"], blank_nan=True)
