@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from modules.base import (
     RELATION_MODULES,
@@ -164,7 +165,7 @@ class LLMTier:
         below = self.base(inp)
         items = list(out.value) if isinstance(out.value, tuple) else []
         items += [x for x in (below.value if isinstance(below.value, tuple) else ()) if x not in items]
-        value = tuple(items)
+        value = cast(tuple[str, ...], tuple(items))  # a relation module's items are strings
         return replace(out, value=value, text=output_text(self.module, value), cost=out.cost + below.cost)
 
     def _run(self, inp: ModuleInput) -> ModuleOutput:
