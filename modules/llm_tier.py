@@ -24,10 +24,12 @@ from modules.prompts import (
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_MAX_TOKENS,
     MAX_ITEMS,
+    MAX_KEY_LINES,
     STYLE_EXTRA_TOKENS,
     PromptTooLong,
     Style,
     build_prompt,
+    evidence_turns,
     finalise_request,
 )
 from modules.tier import Tier
@@ -144,16 +146,23 @@ class LLMTier:
 
     def _value(self, inp: ModuleInput, style: Style, text: str, shown: tuple[Evidence, ...]) -> ModuleValue:
         """Parse the model's text; under ``keep_evidence`` add what the cheaper tiers keep."""
+        from modules.rules import template_summary  # local: rules imports modules.base
+
         keep = self.config.keep_evidence
         if self.module == "filter" and keep:
             # Pad from everything retrieved, not only from what fitted the prompt.
             selected = kept_evidence(parse_value("filter", style, text, shown, self.config.filter_k))
             rest = [e for e in inp.evidence if e not in selected]
             return tuple([*selected, *rest][: self.config.filter_k])
+        if self.module == "summary" and keep and self.config.notes == "lines":
+            # The notes are the cited turns, verbatim and dated: nothing the model writes itself
+            # can steer the answerer (its free-text notes did, see modules.prompts.NOTES_ASKS).
+            turns = evidence_turns(shown)
+            picked = parse_indices(extract_section(text, style), len(turns), key="lines")[:MAX_KEY_LINES]
+            cited = "\n".join((f"({turns[i][0]}) " if turns[i][0] else "") + turns[i][1] for i in picked)
+            return (f"Key lines:\n{cited}\n\n" if cited else "") + template_summary(inp)
         value = parse_value(self.module, style, text, shown, self.config.filter_k)
         if self.module == "summary" and keep:
-            from modules.rules import template_summary  # local: rules imports modules.base
-
             return f"Notes: {value}\n\n{template_summary(inp)}"
         return value
 

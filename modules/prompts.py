@@ -57,7 +57,31 @@ NOTES_ASKS: dict[str, str] = {
     "quotes": "Write short notes for answering the question: quote, word for word, the sentences of "
     "the evidence that bear on it, each with its item's date; turn relative dates (yesterday, last "
     "week, next month) into calendar dates using the item's date. Do not answer the question.",
+    "lines": "Which lines of the evidence answer the question (or date the event it asks about)? "
+    'Reply with JSON: {"lines": [line numbers]}.',
 }
+
+#: Most evidence lines the ``lines`` notes cite (the schema's ``maxItems``).
+MAX_KEY_LINES = 4
+
+
+def evidence_turns(evidence: list[Evidence] | tuple[Evidence, ...]) -> list[tuple[str, str]]:
+    """``(date, line)`` for every non-empty line of every chunk, in order (``lines`` notes' units).
+
+    A LoCoMo chunk holds several turns, one per line; citing turns instead of chunks lets the
+    notes point at the one sentence that answers, as the gold evidence does.
+    """
+    return [
+        (short_date(ev.timestamp) or "", line.strip())
+        for ev in evidence
+        for line in ev.text.splitlines()
+        if line.strip()
+    ]
+
+
+def _lines_notes(keep_evidence: bool, notes: str, module: str) -> bool:
+    return keep_evidence and notes == "lines" and module == "summary"
+
 
 STYLE_SUFFIX: dict[Style, str] = {
     "direct": "",
@@ -140,7 +164,14 @@ def _case(
     notes: str = "answer",
 ) -> str:
     """Evidence, facts, ask and question: the part of the prompt that follows :data:`SYSTEM`."""
-    parts = ["Evidence:\n" + (evidence_lines(evidence) or "(none)")]
+    if _lines_notes(keep_evidence, notes, module):  # numbered turns, so the reply can cite one
+        turns = enumerate(evidence_turns(evidence), 1)
+        parts = [
+            "Evidence:\n"
+            + ("\n".join(f"[{i}] " + (f"({d}) " if d else "") + t for i, (d, t) in turns) or "(none)")
+        ]
+    else:
+        parts = ["Evidence:\n" + (evidence_lines(evidence) or "(none)")]
     if module == "summary":
         facts = [
             f"- {r}"
@@ -169,6 +200,14 @@ def _request(
     notes: str = "answer",
 ) -> GenerationRequest:
     schema = schema_for(module, len(evidence)) if style in ("direct", "fewshot") else None
+    if _lines_notes(keep_evidence, notes, module) and style in ("direct", "fewshot"):
+        n = max(len(evidence_turns(evidence)), 1)
+        item = {"type": "integer", "minimum": 1, "maximum": n}
+        schema = {
+            "type": "object",
+            "properties": {"lines": {"type": "array", "items": item, "maxItems": MAX_KEY_LINES}},
+            "required": ["lines"],
+        }
     stop: tuple[str, ...] = ("</answer>",) if style == "react" else ()
     if style == "fewshot":
         example_inp = ModuleInput(module, _EXAMPLE_QUESTION, (), question_date=None)

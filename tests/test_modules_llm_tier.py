@@ -265,3 +265,30 @@ def test_high_keeps_low_facts_and_high_notes_are_strategy_options():
     assert "Bob | went to | Paris" in out.value  # the rules' fact survives a fake LLM reply
     with pytest.raises(ValueError, match="high_notes must be one of"):
         build_implementation({"high": llm}, CostModel(), enc, high_notes="essay")
+
+
+def test_lines_notes_cite_dated_turns_verbatim_in_front_of_the_template():
+    seen = []
+    ev = (
+        Evidence("c0", 'Alice said, "Hi!"\nBob said, "I adopted a cat yesterday."', "2023-05-08"),
+        Evidence("c1", 'Alice said, "My dog is called Rex."', "2023-06-01"),
+    )
+
+    def reply(req):
+        seen.append(req)
+        return '{"lines": [3, 2, 9]}'
+
+    out = _tier("summary", reply, keep_evidence=True, notes="lines")(_inp("summary", ev=ev))
+    # the reply's line numbers index turns, not chunks; out-of-range numbers are dropped
+    assert out.value.startswith(
+        'Key lines:\n(8 May 2023) Bob said, "I adopted a cat yesterday."\n(1 June 2023) Alice said, "My dog is called Rex."'
+        "\n\nQuestion:"
+    )
+    prompt = seen[0].messages[1]["content"]
+    assert '[3] (1 June 2023) Alice said, "My dog is called Rex."' in prompt
+    assert seen[0].json_schema["properties"]["lines"]["items"]["maximum"] == 3
+    # an empty citation leaves the template memory alone
+    out = _tier("summary", lambda r: '{"lines": []}', keep_evidence=True, notes="lines")(
+        _inp("summary", ev=ev)
+    )
+    assert out.value.startswith("Question:") and not out.degraded
