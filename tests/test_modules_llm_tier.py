@@ -281,8 +281,8 @@ def test_lines_notes_cite_dated_turns_verbatim_in_front_of_the_template():
     out = _tier("summary", reply, keep_evidence=True, notes="lines")(_inp("summary", ev=ev))
     # the reply's line numbers index turns, not chunks; out-of-range numbers are dropped
     assert out.value.startswith(
-        'Key lines:\n(8 May 2023) Bob said, "I adopted a cat yesterday."\n(1 June 2023) Alice said, "My dog is called Rex."'
-        "\n\nQuestion:"
+        'Key lines:\n(8 May 2023) Bob said, "I adopted a cat yesterday."\n'
+        '(1 June 2023) Alice said, "My dog is called Rex."\n\nQuestion:'
     )
     prompt = seen[0].messages[1]["content"]
     assert '[3] (1 June 2023) Alice said, "My dog is called Rex."' in prompt
