@@ -4,18 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
-from modules.base import (
-    RELATION_MODULES,
-    ModuleInput,
-    ModuleOutput,
-    ModuleValue,
-    TierFn,
-    fallback_value,
-    kept_evidence,
-    output_text,
-)
+from modules.base import ModuleInput, ModuleOutput, ModuleValue, fallback_value, kept_evidence, output_text
 from modules.cache import CachedLLM
 from modules.cost import Cost
 from modules.parsing import ParseError, extract_section, parse_indices, parse_string_list, parse_summary
@@ -24,12 +14,10 @@ from modules.prompts import (
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_MAX_TOKENS,
     MAX_ITEMS,
-    MAX_KEY_LINES,
     STYLE_EXTRA_TOKENS,
     PromptTooLong,
     Style,
     build_prompt,
-    evidence_turns,
     finalise_request,
 )
 from modules.tier import Tier
@@ -51,8 +39,6 @@ class LLMTierConfig:
             puts the chunks it selects first and pads with the next-ranked ones up to
             ``filter_k``; the summary writes answer-oriented notes (:data:`~modules.prompts.KEEP_ASKS`)
             and puts them *in front of* the template memory (question, dated evidence, facts).
-        notes: What the summary's notes ask for under ``keep_evidence``
-            (:data:`~modules.prompts.NOTES_ASKS`: ``answer`` or ``quotes``).
     """
 
     style: Style = "direct"
@@ -60,7 +46,6 @@ class LLMTierConfig:
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
     filter_k: int = 5
     keep_evidence: bool = False
-    notes: str = "answer"
 
     def tokens_for(self, module: str) -> int:
         """Generation cap for ``module``."""
@@ -97,9 +82,6 @@ class LLMTier:
         llm: The cached LLM to call.
         cost_model: Prices the call.
         config: Prompting style and limits.
-        base: A cheaper tier of the same module whose items this tier keeps (relation modules
-            only): the output is the LLM's items followed by the base's items it did not give,
-            and the base's cost is added (the quality ladder's ``high_keeps_low_facts``).
     """
 
     def __init__(
@@ -110,13 +92,9 @@ class LLMTier:
         llm: CachedLLM,
         cost_model: CostModel,
         config: LLMTierConfig,
-        base: TierFn | None = None,
     ) -> None:
-        if base is not None and module not in RELATION_MODULES:
-            raise ValueError(f"only relation modules {RELATION_MODULES} take a base tier, not {module!r}")
         self.module, self.tier, self.strategy = module, tier, strategy
         self.llm, self.cost_model, self.config = llm, cost_model, config
-        self.base = base
 
     @property
     def tags(self) -> dict[str, str]:
@@ -146,39 +124,21 @@ class LLMTier:
 
     def _value(self, inp: ModuleInput, style: Style, text: str, shown: tuple[Evidence, ...]) -> ModuleValue:
         """Parse the model's text; under ``keep_evidence`` add what the cheaper tiers keep."""
-        from modules.rules import template_summary  # local: rules imports modules.base
-
         keep = self.config.keep_evidence
         if self.module == "filter" and keep:
             # Pad from everything retrieved, not only from what fitted the prompt.
             selected = kept_evidence(parse_value("filter", style, text, shown, self.config.filter_k))
             rest = [e for e in inp.evidence if e not in selected]
             return tuple([*selected, *rest][: self.config.filter_k])
-        if self.module == "summary" and keep and self.config.notes == "lines":
-            # The notes are the cited turns, verbatim and dated: nothing the model writes itself
-            # can steer the answerer (its free-text notes did, see modules.prompts.NOTES_ASKS).
-            turns = evidence_turns(shown)
-            picked = parse_indices(extract_section(text, style), len(turns), key="lines")[:MAX_KEY_LINES]
-            cited = "\n".join((f"({turns[i][0]}) " if turns[i][0] else "") + turns[i][1] for i in picked)
-            return (f"Key lines:\n{cited}\n\n" if cited else "") + template_summary(inp)
         value = parse_value(self.module, style, text, shown, self.config.filter_k)
         if self.module == "summary" and keep:
+            from modules.rules import template_summary  # local: rules imports modules.base
+
             return f"Notes: {value}\n\n{template_summary(inp)}"
         return value
 
     def __call__(self, inp: ModuleInput) -> ModuleOutput:
-        """Run the tier on ``inp``; with a ``base`` tier, add the base's items (see ``base``)."""
-        out = self._run(inp)
-        if self.base is None:
-            return out
-        below = self.base(inp)
-        items = list(out.value) if isinstance(out.value, tuple) else []
-        items += [x for x in (below.value if isinstance(below.value, tuple) else ()) if x not in items]
-        value = cast(tuple[str, ...], tuple(items))  # a relation module's items are strings
-        return replace(out, value=value, text=output_text(self.module, value), cost=out.cost + below.cost)
-
-    def _run(self, inp: ModuleInput) -> ModuleOutput:
-        """The LLM's own output (failure contract: docs/design.md)."""
+        """Run the tier on ``inp`` (failure contract: docs/design.md)."""
         style = self.config.style
         try:
             built = build_prompt(
@@ -189,7 +149,6 @@ class LLMTier:
                 max_tokens=self.config.tokens_for(self.module),
                 max_prompt_tokens=self.config.max_prompt_tokens,
                 keep_evidence=self.config.keep_evidence,
-                notes=self.config.notes,
             )
         except PromptTooLong as exc:
             return self._degraded(inp, Cost(failures=1), f"prompt too long: {exc}")

@@ -49,40 +49,6 @@ KEEP_ASKS: dict[str, str] = {
     "calendar dates using the item's date. End with a line 'Answer: <short answer>'.",
 }
 
-#: The HIGH summary's notes under ``keep_evidence``, by ``strategy.options.high_notes``:
-#: ``answer`` ends the notes with a proposed answer (:data:`KEEP_ASKS`); ``quotes`` only quotes
-#: and dates the evidence and leaves answering to the answerer.
-NOTES_ASKS: dict[str, str] = {
-    "answer": KEEP_ASKS["summary"],
-    "quotes": "Write short notes for answering the question: quote, word for word, the sentences of "
-    "the evidence that bear on it, each with its item's date; turn relative dates (yesterday, last "
-    "week, next month) into calendar dates using the item's date. Do not answer the question.",
-    "lines": "Which lines of the evidence answer the question (or date the event it asks about)? "
-    'Reply with JSON: {"lines": [line numbers]}.',
-}
-
-#: Most evidence lines the ``lines`` notes cite (the schema's ``maxItems``).
-MAX_KEY_LINES = 4
-
-
-def evidence_turns(evidence: list[Evidence] | tuple[Evidence, ...]) -> list[tuple[str, str]]:
-    """``(date, line)`` for every non-empty line of every chunk, in order (``lines`` notes' units).
-
-    A LoCoMo chunk holds several turns, one per line; citing turns instead of chunks lets the
-    notes point at the one sentence that answers, as the gold evidence does.
-    """
-    return [
-        (short_date(ev.timestamp) or "", line.strip())
-        for ev in evidence
-        for line in ev.text.splitlines()
-        if line.strip()
-    ]
-
-
-def _lines_notes(keep_evidence: bool, notes: str, module: str) -> bool:
-    return keep_evidence and notes == "lines" and module == "summary"
-
-
 STYLE_SUFFIX: dict[Style, str] = {
     "direct": "",
     "fewshot": "",
@@ -161,17 +127,9 @@ def _case(
     evidence: list[Evidence],
     style: Style,
     keep_evidence: bool = False,
-    notes: str = "answer",
 ) -> str:
     """Evidence, facts, ask and question: the part of the prompt that follows :data:`SYSTEM`."""
-    if _lines_notes(keep_evidence, notes, module):  # numbered turns, so the reply can cite one
-        turns = enumerate(evidence_turns(evidence), 1)
-        parts = [
-            "Evidence:\n"
-            + ("\n".join(f"[{i}] " + (f"({d}) " if d else "") + t for i, (d, t) in turns) or "(none)")
-        ]
-    else:
-        parts = ["Evidence:\n" + (evidence_lines(evidence) or "(none)")]
+    parts = ["Evidence:\n" + (evidence_lines(evidence) or "(none)")]
     if module == "summary":
         facts = [
             f"- {r}"
@@ -180,7 +138,7 @@ def _case(
         ]
         if facts:
             parts.append("Extracted facts:\n" + "\n".join(facts))
-    asks = {**KEEP_ASKS, "summary": NOTES_ASKS[notes]} if keep_evidence else ASKS
+    asks = KEEP_ASKS if keep_evidence else ASKS
     ask = asks[module] + (" " + STYLE_SUFFIX[style] if STYLE_SUFFIX[style] else "")
     parts.append("Task: " + ask)
     question = f"Question: {inp.query}"
@@ -197,31 +155,22 @@ def _request(
     style: Style,
     max_tokens: int,
     keep_evidence: bool = False,
-    notes: str = "answer",
 ) -> GenerationRequest:
     schema = schema_for(module, len(evidence)) if style in ("direct", "fewshot") else None
-    if _lines_notes(keep_evidence, notes, module) and style in ("direct", "fewshot"):
-        n = max(len(evidence_turns(evidence)), 1)
-        item = {"type": "integer", "minimum": 1, "maximum": n}
-        schema = {
-            "type": "object",
-            "properties": {"lines": {"type": "array", "items": item, "maxItems": MAX_KEY_LINES}},
-            "required": ["lines"],
-        }
     stop: tuple[str, ...] = ("</answer>",) if style == "react" else ()
     if style == "fewshot":
         example_inp = ModuleInput(module, _EXAMPLE_QUESTION, (), question_date=None)
         example = _case(module, example_inp, [], "fewshot").replace("(none)", _EXAMPLE_EVIDENCE)
         prompt = (
             f"{SYSTEM}\n\n{example}\nAnswer: {FEWSHOT_ANSWERS[module]}\n\n"
-            f"{_case(module, inp, evidence, style, keep_evidence, notes)}\nAnswer:"
+            f"{_case(module, inp, evidence, style, keep_evidence)}\nAnswer:"
         )
         return GenerationRequest(
             prompt=prompt, max_tokens=max_tokens, stop=("\n\n", *stop), json_schema=schema
         )
     messages = (
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": _case(module, inp, evidence, style, keep_evidence, notes)},
+        {"role": "user", "content": _case(module, inp, evidence, style, keep_evidence)},
     )
     return GenerationRequest(messages=messages, max_tokens=max_tokens, stop=stop, json_schema=schema)
 
@@ -295,7 +244,6 @@ def build_prompt(
     max_tokens: int,
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
     keep_evidence: bool = False,
-    notes: str = "answer",
 ) -> BuiltPrompt:
     """Build the request for ``module`` in ``style``, truncating evidence to fit (docs/design.md).
 
@@ -311,7 +259,7 @@ def build_prompt(
     evidence = list(inp.evidence)
 
     def fits(ev: list[Evidence]) -> tuple[bool, GenerationRequest]:
-        req = _request(module, inp, ev, style, max_tokens, keep_evidence, notes)
+        req = _request(module, inp, ev, style, max_tokens, keep_evidence)
         return _prompt_tokens(req, llm) <= budget, req
 
     ok, req = fits(evidence)

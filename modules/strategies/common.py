@@ -7,7 +7,6 @@ from typing import Any
 
 from modules.cache import CachedLLM
 from modules.llm_tier import LLMTierConfig
-from modules.prompts import NOTES_ASKS
 from modules.tier import Tier
 
 
@@ -49,12 +48,11 @@ def llm_config(opts: Mapping[str, Any], style: str, tier: Tier = Tier.HIGH) -> L
         max_prompt_tokens=int(opts.get("max_prompt_tokens", LLMTierConfig.max_prompt_tokens)),
         filter_k=module_topk(opts, tier),
         keep_evidence=bool(opts.get("keep_evidence", False)),
-        notes=str(opts.get("high_notes", LLMTierConfig.notes)),
     )
 
 
 #: Options every strategy accepts (passed through ``build_pipeline(**opts)``).
-COMMON_OPTIONS = frozenset({"module_topk", "max_tokens", "max_prompt_tokens", "keep_evidence", "high_notes"})
+COMMON_OPTIONS = frozenset({"module_topk", "max_tokens", "max_prompt_tokens", "keep_evidence"})
 
 
 def check_options(strategy: str, opts: Mapping[str, Any], extra: frozenset[str] = frozenset()) -> None:
@@ -68,9 +66,6 @@ def check_options(strategy: str, opts: Mapping[str, Any], extra: frozenset[str] 
         raise TypeError(
             f"strategy {strategy!r} got unknown options {unknown}; accepted: {sorted(COMMON_OPTIONS | extra)}"
         )
-    notes = opts.get("high_notes", LLMTierConfig.notes)
-    if notes not in NOTES_ASKS:
-        raise ValueError(f"strategy.options.high_notes must be one of {sorted(NOTES_ASKS)}, got {notes!r}")
     k = opts.get("module_topk", 5)
     if isinstance(k, Mapping):
         if set(k) != {t.name for t in Tier} or not all(

@@ -8,7 +8,7 @@ from typing import Any
 
 from memory.encoder import Encoder
 from modules import learned, rules
-from modules.base import RELATION_MODULES, Module
+from modules.base import Module
 from modules.cache import CachedLLM, CallCache
 from modules.llm_tier import LLMTier
 from modules.local_tier import LocalFn, LocalTier
@@ -36,13 +36,10 @@ def build_implementation(
         **opts: ``module_topk`` (default 5; or one budget per tier), ``max_tokens`` (by module),
             ``max_prompt_tokens``, ``keep_evidence`` (here also: the MID filter keeps its whole
             budget and the MID summary keeps the LOW template), ``filter_retrieval_weight``
-            (weight of the retriever's score in the MID filter, in [0, 1]; default 0),
-            ``high_keeps_low_facts`` (the HIGH entity/temporal/topic add the LOW rules' items
-            after the LLM's; default false), ``high_notes`` (see :data:`modules.prompts.NOTES_ASKS`).
+            (weight of the retriever's score in the MID filter, in [0, 1]; default 0).
     """
-    check_options(NAME, opts, frozenset({"filter_retrieval_weight", "high_keeps_low_facts"}))
+    check_options(NAME, opts, frozenset({"filter_retrieval_weight"}))
     keep = bool(opts.get("keep_evidence", False))
-    keeps_low_facts = bool(opts.get("high_keeps_low_facts", False))
     retrieval_weight = float(opts.get("filter_retrieval_weight", 0.0))
     if not 0.0 <= retrieval_weight <= 1.0:
         raise ValueError(
@@ -79,9 +76,7 @@ def build_implementation(
         "summary": {
             Tier.LOW: ("template", rules.template_summary_tier, True),
             Tier.MID: (
-                "extractive",
-                partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep),
-                True,
+                "extractive", partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep), True
             ),
         },
     }
@@ -94,20 +89,12 @@ def build_implementation(
         }.get(name, {})
         tiers = {
             tier: LocalTier(
-                name,
-                tier,
-                NAME,
-                method,
-                fn,
-                cost_model,
-                cache,
-                reads_query=reads_query,
+                name, tier, NAME, method, fn, cost_model, cache, reads_query=reads_query,
                 params=params.get(tier, ""),
             )
             for tier, (method, fn, reads_query) in local[name].items()
         }
-        base = tiers[Tier.LOW] if keeps_low_facts and name in RELATION_MODULES else None
         modules[name] = Module(
-            name, NAME, {**tiers, Tier.HIGH: LLMTier(name, Tier.HIGH, NAME, llm, cost_model, high, base=base)}
+            name, NAME, {**tiers, Tier.HIGH: LLMTier(name, Tier.HIGH, NAME, llm, cost_model, high)}
         )
     return modules
