@@ -19,7 +19,6 @@ Usage: python scripts/diagnose_high_notes.py --records DIR [--benchmark locomo] 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import sys
@@ -36,6 +35,7 @@ from common.atomic import atomic_write_json
 from envs.components import make_components
 from envs.question_bank import question_bank_from
 from evaluation.frontier_config import resolve_config
+from evaluation.frontier_runner import RecordStore
 from evaluation.headroom import stratified
 from modules.tier import MODULE_ORDER, Tier
 
@@ -52,7 +52,7 @@ def notes_answer(memory_text: str) -> str:
 def _records(path: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         raise SystemExit(f"error: no headroom records at {path} (run evaluate.py headroom first)")
-    return {r["question_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+    return RecordStore(path).records
 
 
 def main(argv: list[str] | None = None) -> int:
