@@ -29,11 +29,13 @@ from evaluation.headroom import (
     evaluate_context,
     format_categories,
     format_headroom,
+    format_ladder,
     gold_texts,
     plot_headroom,
     select_contexts,
     stratified,
     summarise_headroom,
+    summarise_ladder,
 )
 
 
@@ -144,6 +146,7 @@ def _run_with(
     records = {name: s.get(qids) for name, s in stores.items()}
 
     rows = summarise_headroom(records, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha)
+    ladder = summarise_ladder(records, qids, n_boot=args.n_boot, seed=args.boot_seed, alpha=args.alpha)
     meta = {
         **run_metadata(cfg),
         "benchmark": bench,
@@ -161,7 +164,7 @@ def _run_with(
         "bootstrap": {"n_boot": args.n_boot, "seed": args.boot_seed, "alpha": args.alpha, "paired": True},
     }
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "headroom.json", {"rows": rows, "metadata": meta})
+    atomic_write_json(out / "headroom.json", {"rows": rows, "ladder": ladder, "metadata": meta})
     nan = {"mean": float("nan"), "lo": float("nan"), "hi": float("nan")}
     diffs = [r.get("vs_low", {}).get("f1", nan) for r in rows]
     table = [
@@ -193,5 +196,8 @@ def _run_with(
     print(format_headroom(rows))
     print()
     print(format_categories(rows))
+    if ladder:
+        print("\nTier ladder (paired; 'ordered' = the dearer context is not worse within noise):\n")
+        print(format_ladder(ladder))
     print(f"\nwrote {out}/: headroom.csv, headroom.json, headroom.png")
     return 0

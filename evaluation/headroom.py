@@ -218,6 +218,75 @@ def summarise_headroom(
     return rows
 
 
+def ladder_steps() -> list[tuple[str, str, str]]:
+    """``(step, dearer context, cheaper context)`` for every rung of the tier ladder.
+
+    The uniform rungs (MID over LOW, HIGH over MID, HIGH over LOW), then per module its MID
+    over its LOW (all-MID against ``MID, m=LOW``) and its HIGH over its MID (``MID, m=HIGH``
+    against all-MID): the per-module ordering issue #13 asks for.
+    """
+    steps = [
+        ("all: MID over LOW", "all-MID", "all-LOW"),
+        ("all: HIGH over MID", "all-HIGH", "all-MID"),
+        ("all: HIGH over LOW", "all-HIGH", "all-LOW"),
+    ]
+    for m in MODULE_ORDER:
+        steps += [
+            (f"{m}: MID over LOW", "all-MID", f"MID, {m}=LOW"),
+            (f"{m}: HIGH over MID", f"MID, {m}=HIGH", "all-MID"),
+        ]
+    return steps
+
+
+def summarise_ladder(
+    records: Mapping[str, Sequence[Mapping[str, Any]]],
+    question_ids: Sequence[str],
+    *,
+    n_boot: int,
+    seed: int,
+    alpha: float,
+) -> list[dict[str, Any]]:
+    """Paired F1 differences along the ladder, for the rungs whose two contexts were evaluated.
+
+    A rung is ``ordered`` when the dearer context is not worse within noise (the upper CI bound
+    of ``dearer - cheaper`` is >= 0) and ``inverted`` otherwise; ``pays`` marks a lower bound > 0.
+    Same resampler (seed) as :func:`summarise_headroom`, so the intervals match its table.
+    """
+    resampler = make_resampler(len(question_ids), n_boot=n_boot, seed=seed, alpha=alpha)
+    f1: dict[str, tuple[float, np.ndarray]] = {}
+    for name, recs in records.items():
+        by_id = {str(r["question_id"]): float(r["f1"]) for r in recs}
+        est, rep = bootstrap_mean(np.array([by_id[q] for q in question_ids]), resampler)
+        f1[name] = (est.mean, rep)
+    out = []
+    for step, dearer, cheaper in ladder_steps():
+        if dearer in f1 and cheaper in f1:
+            d = paired_difference(*f1[dearer], *f1[cheaper], alpha).to_dict()
+            out.append(
+                {
+                    "step": step,
+                    "dearer": dearer,
+                    "cheaper": cheaper,
+                    "df1": d,
+                    # a tolerance: equal records give differences like -1e-17, not an inversion
+                    "ordered": d["hi"] >= -1e-12,
+                    "pays": d["lo"] > 1e-12,
+                }
+            )
+    return out
+
+
+def format_ladder(steps: Sequence[Mapping[str, Any]]) -> str:
+    """A markdown table of :func:`summarise_ladder` rungs."""
+    lines = ["| rung | dearer − cheaper | ΔF1 [95% CI] | verdict |", "|---|---|---|---|"]
+    for s in steps:
+        d = s["df1"]
+        verdict = ("ordered, pays" if s["pays"] else "ordered (within noise)") if s["ordered"] else "INVERTED"
+        diff = f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]"
+        lines.append(f"| {s['step']} | {s['dearer']} − {s['cheaper']} | {diff} | {verdict} |")
+    return "\n".join(lines)
+
+
 def format_headroom(rows: Sequence[Mapping[str, Any]]) -> str:
     """A markdown table of :func:`summarise_headroom` rows (F1 and its difference with 95% CIs)."""
 

@@ -6,7 +6,7 @@ Like :mod:`modules.rules`, each function returns ``(raw_value, gflops)``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -130,33 +130,47 @@ _TAGGER_STOP = frozenset(
 _EVENT_WORDS = 12
 
 
-def _normalise(dt: datetime, ctx: Any) -> str | None:
-    """ISO rendering at the granularity the tagger resolved (``ctx`` is a ``pdtContext``).
+#: How the MID tagger renders a resolved date (``strategy.options.date_format``).
+DateFormat = Literal["iso", "natural"]
+DATE_FORMATS: tuple[DateFormat, ...] = ("iso", "natural")
 
-    Day -> ``2023-05-07``; week -> ``week of 2023-04-24``; month -> ``2023-05``; year ->
-    ``2022``; a time of day alone -> date and time. Matches resolved only to minutes or
-    seconds ("a second") are dropped as false positives.
+
+def _normalise(dt: datetime, ctx: Any, date_format: DateFormat = "iso") -> str | None:
+    """Render ``dt`` at the granularity the tagger resolved (``ctx`` is a ``pdtContext``).
+
+    ``iso``: day -> ``2023-05-07``; week -> ``week of 2023-04-24``; month -> ``2023-05``; year ->
+    ``2022``; a time of day alone -> date and time. ``natural`` writes the same dates the way
+    the conversations and LoCoMo's gold answers do (``7 May 2023``, ``week of 24 April 2023``,
+    ``May 2023``): an answerer copies the format it reads, and token F1 scores ``2023-07``
+    as 0 against ``July 2023`` (all-MID lost 7 of 21 test temporal questions that way).
+    Matches resolved only to minutes or seconds ("a second") are dropped as false positives.
     """
+    natural = date_format == "natural"
+    day = f"{dt.day} {dt.strftime('%B %Y')}" if natural else dt.strftime("%Y-%m-%d")
     a = ctx.accuracy
     if a & (ctx.ACU_DAY | ctx.ACU_HALFDAY):
-        return dt.strftime("%Y-%m-%d")
+        return day
     if a & ctx.ACU_WEEK:
-        return "week of " + dt.strftime("%Y-%m-%d")
+        return "week of " + day
     if a & ctx.ACU_MONTH:
-        return dt.strftime("%Y-%m")
+        return dt.strftime("%B %Y" if natural else "%Y-%m")
     if a & ctx.ACU_YEAR:
         return dt.strftime("%Y")
     if a & ctx.ACU_HOUR:
-        return dt.strftime("%Y-%m-%d %H:%M")
+        return f"{day}, {dt.strftime('%H:%M')}" if natural else dt.strftime("%Y-%m-%d %H:%M")
     return None
 
 
-def tagger_temporal_relations(inp: ModuleInput) -> tuple[list[str], float]:
+def tagger_temporal_relations(inp: ModuleInput, date_format: DateFormat = "iso") -> tuple[list[str], float]:
     """``event | normalised date (expression)`` from the ``parsedatetime`` tagger.
 
     Relative expressions are resolved against the chunk's session timestamp; without one
     they are resolved against the question date, and failing that they are skipped (a
     date relative to "now" on the machine running the code would be meaningless).
+
+    Args:
+        inp: The module input.
+        date_format: One of :data:`DATE_FORMATS` (see :func:`_normalise`).
     """
     import parsedatetime as pdt  # lazy: keeps `import modules` light
 
@@ -176,7 +190,7 @@ def tagger_temporal_relations(inp: ModuleInput) -> tuple[list[str], float]:
                     expr = expr.strip()
                     if expr.lower() in _TAGGER_STOP:
                         continue
-                    norm = _normalise(dt, ctx)
+                    norm = _normalise(dt, ctx, date_format)
                     if norm is None:
                         continue
                     event = " ".join(sent.split()[:_EVENT_WORDS])

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
-from modules.base import ModuleInput, ModuleOutput, ModuleValue, fallback_value, kept_evidence, output_text
+from modules.base import (
+    RELATION_MODULES,
+    ModuleInput,
+    ModuleOutput,
+    ModuleValue,
+    TierFn,
+    fallback_value,
+    kept_evidence,
+    output_text,
+)
 from modules.cache import CachedLLM
 from modules.cost import Cost
 from modules.parsing import ParseError, extract_section, parse_indices, parse_string_list, parse_summary
@@ -82,6 +92,10 @@ class LLMTier:
         llm: The cached LLM to call.
         cost_model: Prices the call.
         config: Prompting style and limits.
+        base: A cheaper tier of the same module this tier adds to (``strategy.options.high_adds_to_mid``;
+            relation modules and the summary): a relation module returns the LLM's items followed by
+            the base's items it did not give; the summary puts its notes in front of the base's
+            summary instead of the template. The base's cost is added.
     """
 
     def __init__(
@@ -92,9 +106,13 @@ class LLMTier:
         llm: CachedLLM,
         cost_model: CostModel,
         config: LLMTierConfig,
+        base: TierFn | None = None,
     ) -> None:
+        if base is not None and module not in (*RELATION_MODULES, "summary"):
+            raise ValueError(f"only {RELATION_MODULES} and 'summary' take a base tier, not {module!r}")
         self.module, self.tier, self.strategy = module, tier, strategy
         self.llm, self.cost_model, self.config = llm, cost_model, config
+        self.base = base
 
     @property
     def tags(self) -> dict[str, str]:
@@ -131,6 +149,8 @@ class LLMTier:
             rest = [e for e in inp.evidence if e not in selected]
             return tuple([*selected, *rest][: self.config.filter_k])
         value = parse_value(self.module, style, text, shown, self.config.filter_k)
+        if self.module == "summary" and self.base is not None:
+            return f"Notes: {value}"  # __call__ appends the base's summary
         if self.module == "summary" and keep:
             from modules.rules import template_summary  # local: rules imports modules.base
 
@@ -138,7 +158,23 @@ class LLMTier:
         return value
 
     def __call__(self, inp: ModuleInput) -> ModuleOutput:
-        """Run the tier on ``inp`` (failure contract: docs/design.md)."""
+        """Run the tier on ``inp``; with a ``base`` tier, add to the base's output (see ``base``)."""
+        out = self._run(inp)
+        if self.base is None:
+            return out
+        below = self.base(inp)
+        value: ModuleValue
+        if self.module == "summary":
+            # A degraded LLM summary is the template fallback, which the base's summary already holds.
+            value = below.value if out.degraded else f"{out.value}\n\n{below.value}"
+        else:
+            items = list(cast(tuple[str, ...], out.value))
+            items += [x for x in cast(tuple[str, ...], below.value) if x not in items]
+            value = tuple(items)
+        return replace(out, value=value, text=output_text(self.module, value), cost=out.cost + below.cost)
+
+    def _run(self, inp: ModuleInput) -> ModuleOutput:
+        """The LLM's own output (failure contract: docs/design.md)."""
         style = self.config.style
         try:
             built = build_prompt(

@@ -21,11 +21,13 @@ from evaluation.headroom import (
     RAW,
     format_categories,
     format_headroom,
+    format_ladder,
     gold_texts,
     headroom_contexts,
     select_contexts,
     stratified,
     summarise_headroom,
+    summarise_ladder,
 )
 from modules.tier import Tier
 from tests.support import needs_locomo
@@ -127,6 +129,34 @@ def test_summary_means_paired_differences_and_categories():
     table = format_headroom(rows)
     assert "| all-HIGH | 0.750 [" in table and "| all-LOW | 0.250 [" in table
     assert "cat 1 (n=2)" in format_categories(rows)
+
+
+def test_ladder_rungs_paired_verdicts():
+    qids = [f"q{i}" for i in range(4)]
+    records = {
+        BASELINE: _recs(BASELINE, [0.0, 0.2, 0.4, 0.6]),
+        "all-MID": _recs("all-MID", [0.1, 0.3, 0.5, 0.7]),  # +0.1 on every question
+        "all-HIGH": _recs("all-HIGH", [0.1, 0.3, 0.5, 0.7]),  # = MID on every question
+        "MID, filter=LOW": _recs("MID, filter=LOW", [0.3, 0.5, 0.7, 0.9]),  # LOW filter beats MID's
+    }
+    steps = {s["step"]: s for s in summarise_ladder(records, qids, n_boot=200, seed=0, alpha=0.05)}
+    # only rungs with both contexts evaluated; constant per-question differences give point CIs
+    assert set(steps) == {f"all: {r}" for r in ("MID over LOW", "HIGH over MID", "HIGH over LOW")} | {
+        "filter: MID over LOW"
+    }
+    mid = steps["all: MID over LOW"]
+    assert mid["df1"]["mean"] == pytest.approx(0.1) and mid["df1"]["lo"] == pytest.approx(0.1)
+    assert mid["ordered"] and mid["pays"]
+    flat = steps["all: HIGH over MID"]
+    assert flat["ordered"] and not flat["pays"] and flat["df1"]["mean"] == pytest.approx(0.0)
+    inv = steps["filter: MID over LOW"]
+    assert (inv["dearer"], inv["cheaper"]) == ("all-MID", "MID, filter=LOW")
+    assert inv["df1"]["hi"] == pytest.approx(-0.2) and not inv["ordered"]
+    table = format_ladder(list(steps.values()))
+    assert "| filter: MID over LOW | all-MID − MID, filter=LOW | -0.200 [-0.200, -0.200] | INVERTED |" in (
+        table
+    )
+    assert "| all: MID over LOW | all-MID − all-LOW | +0.100 [+0.100, +0.100] | ordered, pays |" in table
 
 
 def test_summary_rejects_missing_records():

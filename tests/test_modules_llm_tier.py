@@ -202,3 +202,50 @@ def test_keep_evidence_is_a_strategy_option():
     assert mods["summary"]._tiers[Tier.HIGH].config.keep_evidence is True
     with pytest.raises(TypeError, match="unknown options"):
         build_implementation({"high": llm}, CostModel(), get_encoder("hashing"), keep_evidenc=True)
+
+
+def _mid(module, value, cost=1.0, **kw):
+    from modules.base import ModuleOutput, output_text
+    from modules.cost import Cost
+
+    text = output_text(module, value)
+    return lambda inp: ModuleOutput(module, Tier.MID, text, value, Cost(value=cost), **kw)
+
+
+def test_high_adds_its_items_in_front_of_the_mid_tiers_and_pays_for_both():
+    reply = lambda r: '{"items": ["cat 2 | 8 May 2023", "cat 1 | 2023"]}'  # noqa: E731
+    tier = LLMTier(
+        "temporal", Tier.HIGH, "test", CachedLLM(FakeBackend(responder=reply)), CostModel(), LLMTierConfig(),
+        base=_mid("temporal", ("cat 1 | 2023", "cat 3 | 9 May 2023")),
+    )
+    out = tier(_inp("temporal"))
+    assert out.value == ("cat 2 | 8 May 2023", "cat 1 | 2023", "cat 3 | 9 May 2023")
+    alone = _tier("temporal", reply)(_inp("temporal"))
+    assert out.cost.value == pytest.approx(alone.cost.value + 1.0) and out.cost.calls == 1
+
+
+def test_high_summary_notes_go_in_front_of_the_mid_summary_and_degrade_to_it():
+    mid = _mid("summary", "Key sentences:\n- cat 2\n\nQuestion: ...")
+    notes = CachedLLM(FakeBackend(responder=lambda r: "Answer: cat 2"))
+    ok = LLMTier(
+        "summary", Tier.HIGH, "test", notes, CostModel(), LLMTierConfig(keep_evidence=True), base=mid,
+    )(_inp("summary"))
+    assert ok.value == "Notes: Answer: cat 2\n\nKey sentences:\n- cat 2\n\nQuestion: ..."
+    failing = LLMTier(
+        "summary", Tier.HIGH, "test", CachedLLM(FakeBackend(fail_when=lambda r: True)), CostModel(),
+        LLMTierConfig(keep_evidence=True), base=mid,
+    )(_inp("summary"))
+    assert failing.degraded and failing.value == "Key sentences:\n- cat 2\n\nQuestion: ..."
+    with pytest.raises(ValueError, match="take a base tier"):
+        LLMTier("filter", Tier.HIGH, "t", CachedLLM(FakeBackend()), CostModel(), LLMTierConfig(), base=mid)
+
+
+def test_high_adds_to_mid_is_a_strategy_option():
+    from memory import get_encoder
+    from modules.strategies.implementation import build_implementation
+
+    llm = CachedLLM(FakeBackend())
+    mods = build_implementation({"high": llm}, CostModel(), get_encoder("hashing"), high_adds_to_mid=True)
+    assert mods["filter"]._tiers[Tier.HIGH].base is None
+    for name in ("entity", "temporal", "topic", "summary"):
+        assert mods[name]._tiers[Tier.HIGH].base is mods[name]._tiers[Tier.MID]

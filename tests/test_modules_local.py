@@ -60,6 +60,31 @@ def test_regex_temporal_is_raw_and_tagger_is_normalised_to_session_date():
     assert any("| 2023-06 (next month;" in r for r in mid)
 
 
+def test_tagger_natural_dates_match_the_gold_answer_format():
+    mid, _ = learned.tagger_temporal_relations(_inp("temporal"), date_format="natural")
+    assert any("| 7 May 2023 (yesterday;" in r for r in mid)  # gold: 7 May 2023
+    assert any("| 2022 (last year;" in r for r in mid)
+    assert any("| June 2023 (next month;" in r for r in mid)
+    assert not any("2023-0" in r for r in mid)
+
+
+def test_implementation_date_format_option_is_checked_and_keys_the_cache():
+    from modules.backends.fake import FakeBackend
+    from modules.cache import CachedLLM, CallCache
+    from modules.pricing import CostModel
+    from modules.strategies.implementation import build_implementation
+    from modules.tier import Tier
+
+    llms, enc = {"high": CachedLLM(FakeBackend())}, get_encoder("hashing")
+    with pytest.raises(ValueError, match="date_format must be one of"):
+        build_implementation(llms, CostModel(), enc, date_format="isoo")
+    cache = CallCache(":memory:")  # one shared cache: the option must be part of the key
+    iso = build_implementation(llms, CostModel(), enc, cache)
+    nat = build_implementation(llms, CostModel(), enc, cache, date_format="natural")
+    assert "2023-05-07" in iso["temporal"].run(_inp("temporal"), Tier.MID).text
+    assert "7 May 2023" in nat["temporal"].run(_inp("temporal"), Tier.MID).text
+
+
 def test_tagger_without_any_reference_date_skips_instead_of_using_today():
     ev = (Evidence("x", 'Bob said, "I moved here yesterday."', None),)
     assert learned.tagger_temporal_relations(_inp("temporal", ev=ev))[0] == []

@@ -36,15 +36,24 @@ def build_implementation(
         **opts: ``module_topk`` (default 5; or one budget per tier), ``max_tokens`` (by module),
             ``max_prompt_tokens``, ``keep_evidence`` (here also: the MID filter keeps its whole
             budget and the MID summary keeps the LOW template), ``filter_retrieval_weight``
-            (weight of the retriever's score in the MID filter, in [0, 1]; default 0).
+            (weight of the retriever's score in the MID filter, in [0, 1]; default 0),
+            ``date_format`` (how the MID tagger writes dates: ``iso``, the default, or ``natural``),
+            ``high_adds_to_mid`` (the HIGH entity/temporal/topic/summary add the LLM's output to
+            the MID tier's instead of replacing it; default false).
     """
-    check_options(NAME, opts, frozenset({"filter_retrieval_weight"}))
+    check_options(NAME, opts, frozenset({"filter_retrieval_weight", "date_format", "high_adds_to_mid"}))
+    adds_to_mid = bool(opts.get("high_adds_to_mid", False))
     keep = bool(opts.get("keep_evidence", False))
     retrieval_weight = float(opts.get("filter_retrieval_weight", 0.0))
     if not 0.0 <= retrieval_weight <= 1.0:
         raise ValueError(
             "strategy.options.filter_retrieval_weight must be in [0, 1], "
             f"got {opts['filter_retrieval_weight']!r}"
+        )
+    date_format = str(opts.get("date_format", "iso"))
+    if date_format not in learned.DATE_FORMATS:
+        raise ValueError(
+            f"strategy.options.date_format must be one of {list(learned.DATE_FORMATS)}, got {date_format!r}"
         )
     k_low, k_mid = module_topk(opts, Tier.LOW), module_topk(opts, Tier.MID)
     mid_filter = partial(
@@ -67,7 +76,7 @@ def build_implementation(
         },
         "temporal": {
             Tier.LOW: ("regex", rules.regex_temporal_relations, False),
-            Tier.MID: ("tagger", learned.tagger_temporal_relations, False),
+            Tier.MID: ("tagger", partial(learned.tagger_temporal_relations, date_format=date_format), False),
         },
         "topic": {
             Tier.LOW: ("keyword", rules.frequency_topics, False),
@@ -86,6 +95,8 @@ def build_implementation(
         params = {
             "filter": {Tier.LOW: f"k={k_low}", Tier.MID: mid_key},
             "summary": {Tier.MID: "keep"} if keep else {},
+            # The ISO default keeps its old cache key (and the records measured with it).
+            "temporal": {Tier.MID: "natural"} if date_format == "natural" else {},
         }.get(name, {})
         tiers = {
             tier: LocalTier(
@@ -94,7 +105,8 @@ def build_implementation(
             )
             for tier, (method, fn, reads_query) in local[name].items()
         }
+        base = tiers[Tier.MID] if adds_to_mid and name != "filter" else None
         modules[name] = Module(
-            name, NAME, {**tiers, Tier.HIGH: LLMTier(name, Tier.HIGH, NAME, llm, cost_model, high)}
+            name, NAME, {**tiers, Tier.HIGH: LLMTier(name, Tier.HIGH, NAME, llm, cost_model, high, base)}
         )
     return modules
