@@ -107,8 +107,8 @@ def fixed_path_verdict(
         f"A per-question choice among these paths (oracle) would score {task_metric} "
         f"{float(oracle.mean()):.4f} vs {float(own.mean()):.4f}: {improvable} of {n} questions answer better "
         "on another path. A router earns its keep only where the observation tells those questions apart "
-        "(RESULTS.md, 'Headroom': on this CPU even `+experiment=cpu_quality` buys only ~+0.03 F1 with all-HIGH, "
-        "+0.04 with all-MID)."
+        "(RESULTS.md, 'Headroom': on this CPU even `+experiment=cpu_quality` buys only ~+0.03 F1 with "
+        "all-HIGH, +0.04 with all-MID)."
     )
     return {
         "router_path": path_name(path),
