@@ -16,7 +16,7 @@ from common.atomic import atomic_write_with
 from envs.components import EnvComponents
 from envs.protocols import Scorer
 from envs.question_bank import QuestionItem
-from evaluation.bootstrap import bootstrap_mean, make_resampler, paired_difference
+from evaluation.bootstrap import Estimate, bootstrap_mean, make_resampler, paired_difference
 from modules.nlp import short_date
 from modules.prompts import evidence_lines
 from modules.tier import MODULE_ORDER, Tier
@@ -166,6 +166,36 @@ def evaluate_context(
     }
 
 
+def _bootstrap(
+    records: Mapping[str, Sequence[Mapping[str, Any]]],
+    question_ids: Sequence[str],
+    metrics: Sequence[str],
+    n_boot: int,
+    seed: int,
+    alpha: float,
+) -> tuple[dict[str, list[Mapping[str, Any]]], dict[str, dict[str, tuple[Estimate, np.ndarray]]]]:
+    """Records per context in ``question_ids`` order, and bootstrap means with replicates per metric.
+
+    One seeded resampler for every context, so replicates pair across contexts.
+
+    Raises:
+        ValueError: A context lacks a record for one of ``question_ids``.
+    """
+    resampler = make_resampler(len(question_ids), n_boot=n_boot, seed=seed, alpha=alpha)
+    ordered_by_context: dict[str, list[Mapping[str, Any]]] = {}
+    estimates: dict[str, dict[str, tuple[Estimate, np.ndarray]]] = {}
+    for name, recs in records.items():
+        by_id = {str(r["question_id"]): r for r in recs}
+        missing = [q for q in question_ids if q not in by_id]
+        if missing:
+            raise ValueError(f"headroom context {name!r} has no record for questions {missing[:5]}")
+        ordered = ordered_by_context[name] = [by_id[q] for q in question_ids]
+        estimates[name] = {
+            m: bootstrap_mean(np.array([float(r[m]) for r in ordered]), resampler) for m in metrics
+        }
+    return ordered_by_context, estimates
+
+
 def summarise_headroom(
     records: Mapping[str, Sequence[Mapping[str, Any]]],
     question_ids: Sequence[str],
@@ -187,21 +217,16 @@ def summarise_headroom(
         Rows in ``records`` order with ``{metric: {mean, lo, hi, n}}``, ``vs_low`` differences,
         ``failures``, ``per_category`` F1 means and question counts.
     """
-    resampler = make_resampler(len(question_ids), n_boot=n_boot, seed=seed, alpha=alpha)
-    reps: dict[str, dict[str, tuple[float, np.ndarray]]] = {}
+    ordered_by_context, estimates = _bootstrap(records, question_ids, METRICS, n_boot, seed, alpha)
+    reps = {
+        name: {m: (est.mean, rep) for m, (est, rep) in by_metric.items()}
+        for name, by_metric in estimates.items()
+    }
     rows: list[dict[str, Any]] = []
-    for name, recs in records.items():
-        by_id = {str(r["question_id"]): r for r in recs}
-        missing = [q for q in question_ids if q not in by_id]
-        if missing:
-            raise ValueError(f"headroom context {name!r} has no record for questions {missing[:5]}")
-        ordered = [by_id[q] for q in question_ids]
+    for name, ordered in ordered_by_context.items():
         row: dict[str, Any] = {"context": name, "n": len(ordered)}
-        reps[name] = {}
         for metric in METRICS:
-            est, rep = bootstrap_mean(np.array([float(r[metric]) for r in ordered]), resampler)
-            row[metric] = est.to_dict()
-            reps[name][metric] = (est.mean, rep)
+            row[metric] = estimates[name][metric][0].to_dict()
         row["context_chars"] = float(np.mean([r["context_chars"] for r in ordered]))
         row["failures"] = int(sum(int(r["failures"]) for r in ordered))
         cats: dict[str, list[float]] = defaultdict(list)
@@ -218,24 +243,22 @@ def summarise_headroom(
     return rows
 
 
-def ladder_steps() -> list[tuple[str, str, str]]:
-    """``(step, dearer context, cheaper context)`` for every rung of the tier ladder.
-
-    The uniform rungs (MID over LOW, HIGH over MID, HIGH over LOW), then per module its MID
-    over its LOW (all-MID against ``MID, m=LOW``) and its HIGH over its MID (``MID, m=HIGH``
-    against all-MID): the per-module ordering issue #13 asks for.
-    """
-    steps = [
-        ("all: MID over LOW", "all-MID", "all-LOW"),
-        ("all: HIGH over MID", "all-HIGH", "all-MID"),
-        ("all: HIGH over LOW", "all-HIGH", "all-LOW"),
-    ]
-    for m in MODULE_ORDER:
-        steps += [
+#: ``(rung, dearer context, cheaper context)`` for every rung of the tier ladder: the uniform
+#: rungs, then per module its MID over its LOW (all-MID against ``MID, m=LOW``) and its HIGH
+#: over its MID (``MID, m=HIGH`` against all-MID), the per-module ordering issue #13 asks for.
+LADDER_STEPS: tuple[tuple[str, str, str], ...] = (
+    ("all: MID over LOW", "all-MID", "all-LOW"),
+    ("all: HIGH over MID", "all-HIGH", "all-MID"),
+    ("all: HIGH over LOW", "all-HIGH", "all-LOW"),
+    *(
+        step
+        for m in MODULE_ORDER
+        for step in (
             (f"{m}: MID over LOW", "all-MID", f"MID, {m}=LOW"),
             (f"{m}: HIGH over MID", f"MID, {m}=HIGH", "all-MID"),
-        ]
-    return steps
+        )
+    ),
+)
 
 
 def summarise_ladder(
@@ -252,14 +275,10 @@ def summarise_ladder(
     of ``dearer - cheaper`` is >= 0) and ``inverted`` otherwise; ``pays`` marks a lower bound > 0.
     Same resampler (seed) as :func:`summarise_headroom`, so the intervals match its table.
     """
-    resampler = make_resampler(len(question_ids), n_boot=n_boot, seed=seed, alpha=alpha)
-    f1: dict[str, tuple[float, np.ndarray]] = {}
-    for name, recs in records.items():
-        by_id = {str(r["question_id"]): float(r["f1"]) for r in recs}
-        est, rep = bootstrap_mean(np.array([by_id[q] for q in question_ids]), resampler)
-        f1[name] = (est.mean, rep)
+    _, estimates = _bootstrap(records, question_ids, ("f1",), n_boot, seed, alpha)
+    f1 = {name: (by_metric["f1"][0].mean, by_metric["f1"][1]) for name, by_metric in estimates.items()}
     out = []
-    for step, dearer, cheaper in ladder_steps():
+    for step, dearer, cheaper in LADDER_STEPS:
         if dearer in f1 and cheaper in f1:
             d = paired_difference(*f1[dearer], *f1[cheaper], alpha).to_dict()
             out.append(
