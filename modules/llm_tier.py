@@ -49,9 +49,6 @@ class LLMTierConfig:
             puts the chunks it selects first and pads with the next-ranked ones up to
             ``filter_k``; the summary writes answer-oriented notes (:data:`~modules.prompts.KEEP_ASKS`)
             and puts them *in front of* the template memory (question, dated evidence, facts).
-        notes_only: Under ``keep_evidence``, the summary's output is its notes alone
-            (``strategy.options.high_notes_only``): the answerer reads the quoted answer words
-            without the chunks around them, as it reads the gold evidence.
     """
 
     style: Style = "direct"
@@ -59,7 +56,6 @@ class LLMTierConfig:
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS
     filter_k: int = 5
     keep_evidence: bool = False
-    notes_only: bool = False
 
     def tokens_for(self, module: str) -> int:
         """Generation cap for ``module``."""
@@ -153,8 +149,8 @@ class LLMTier:
             rest = [e for e in inp.evidence if e not in selected]
             return tuple([*selected, *rest][: self.config.filter_k])
         value = parse_value(self.module, style, text, shown, self.config.filter_k)
-        if self.module == "summary" and (self.base is not None or self.config.notes_only):
-            return f"Notes: {value}"  # __call__ appends the base's summary unless notes_only
+        if self.module == "summary" and self.base is not None:
+            return f"Notes: {value}"  # __call__ appends the base's summary
         if self.module == "summary" and keep:
             from modules.rules import template_summary  # local: rules imports modules.base
 
@@ -164,7 +160,7 @@ class LLMTier:
     def __call__(self, inp: ModuleInput) -> ModuleOutput:
         """Run the tier on ``inp``; with a ``base`` tier, add to the base's output (see ``base``)."""
         out = self._run(inp)
-        if self.base is None or (self.module == "summary" and self.config.notes_only and not out.degraded):
+        if self.base is None:
             return out
         below = self.base(inp)
         value: ModuleValue

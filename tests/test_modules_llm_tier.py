@@ -249,36 +249,3 @@ def test_high_adds_to_mid_is_a_strategy_option():
     assert mods["filter"]._tiers[Tier.HIGH].base is None
     for name in ("entity", "temporal", "topic", "summary"):
         assert mods[name]._tiers[Tier.HIGH].base is mods[name]._tiers[Tier.MID]
-
-
-def test_high_notes_only_hands_the_answerer_the_notes_alone_and_degrades_to_the_mid_summary():
-    calls = []
-
-    def mid(inp):
-        calls.append(inp)
-        return _mid("summary", "Key sentences:\n- cat 2", cost=1.0)(inp)
-
-    cfg = LLMTierConfig(keep_evidence=True, notes_only=True)
-    notes = CachedLLM(FakeBackend(responder=lambda r: '"I adopted a cat" (8 May 2023)\nAnswer: a cat'))
-    ok = LLMTier("summary", Tier.HIGH, "test", notes, CostModel(), cfg, base=mid)(_inp("summary"))
-    assert ok.value == 'Notes: "I adopted a cat" (8 May 2023)\nAnswer: a cat'
-    assert not calls, "the MID summary is not paid for when the notes are used"
-    alone = LLMTier("summary", Tier.HIGH, "test", notes, CostModel(), cfg)(_inp("summary"))
-    assert alone.value == ok.value and "Evidence" not in alone.text
-    failing = LLMTier(
-        "summary", Tier.HIGH, "test", CachedLLM(FakeBackend(fail_when=lambda r: True)), CostModel(), cfg,
-        base=mid,
-    )(_inp("summary"))
-    assert failing.degraded and failing.value == "Key sentences:\n- cat 2" and len(calls) == 1
-
-
-def test_high_notes_only_is_a_strategy_option_that_needs_keep_evidence():
-    from memory import get_encoder
-    from modules.strategies.implementation import build_implementation
-
-    llm = CachedLLM(FakeBackend())
-    enc = get_encoder("hashing")
-    mods = build_implementation({"high": llm}, CostModel(), enc, keep_evidence=True, high_notes_only=True)
-    assert mods["summary"]._tiers[Tier.HIGH].config.notes_only is True
-    with pytest.raises(ValueError, match="high_notes_only needs"):
-        build_implementation({"high": llm}, CostModel(), enc, high_notes_only=True)

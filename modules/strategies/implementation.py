@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -40,17 +39,11 @@ def build_implementation(
             (weight of the retriever's score in the MID filter, in [0, 1]; default 0),
             ``date_format`` (how the MID tagger writes dates: ``iso``, the default, or ``natural``),
             ``high_adds_to_mid`` (the HIGH entity/temporal/topic/summary add the LLM's output to
-            the MID tier's instead of replacing it; default false), ``high_notes_only`` (with
-            ``keep_evidence``: the HIGH summary hands the answerer its notes alone, without the
-            evidence around them; a failed call falls back to the MID summary; default false).
+            the MID tier's instead of replacing it; default false).
     """
-    extra = frozenset({"filter_retrieval_weight", "date_format", "high_adds_to_mid", "high_notes_only"})
-    check_options(NAME, opts, extra)
+    check_options(NAME, opts, frozenset({"filter_retrieval_weight", "date_format", "high_adds_to_mid"}))
     adds_to_mid = bool(opts.get("high_adds_to_mid", False))
     keep = bool(opts.get("keep_evidence", False))
-    notes_only = bool(opts.get("high_notes_only", False))
-    if notes_only and not keep:
-        raise ValueError("strategy.options.high_notes_only needs strategy.options.keep_evidence: true")
     retrieval_weight = float(opts.get("filter_retrieval_weight", 0.0))
     if not 0.0 <= retrieval_weight <= 1.0:
         raise ValueError(
@@ -92,13 +85,11 @@ def build_implementation(
         "summary": {
             Tier.LOW: ("template", rules.template_summary_tier, True),
             Tier.MID: (
-                "extractive",
-                partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep),
-                True,
+                "extractive", partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep), True
             ),
         },
     }
-    high = replace(llm_config(opts, "direct", Tier.HIGH), notes_only=notes_only)
+    high = llm_config(opts, "direct", Tier.HIGH)
     modules: dict[str, Module] = {}
     for name in MODULE_ORDER:
         params = {
@@ -109,14 +100,7 @@ def build_implementation(
         }.get(name, {})
         tiers = {
             tier: LocalTier(
-                name,
-                tier,
-                NAME,
-                method,
-                fn,
-                cost_model,
-                cache,
-                reads_query=reads_query,
+                name, tier, NAME, method, fn, cost_model, cache, reads_query=reads_query,
                 params=params.get(tier, ""),
             )
             for tier, (method, fn, reads_query) in local[name].items()
