@@ -12,8 +12,15 @@ This is the cheap proxy the ``cpu_quality`` MID tier was chosen with on LoCoMo *
 answerer costs ~25 s per question here); the F1 of the chosen ladder is then measured once on
 test with ``evaluate.py headroom``.
 
-Usage: python scripts/bench_ladder_evidence.py [--benchmark locomo] [--split val] [--limit N]
-           [--experiment cpu_quality] [--variants 'name:key=value,key=value;...'] [--set K=V] [--out DIR]
+``--tiers LOW,MID,HIGH`` adds the HIGH path (Qwen calls, replayed from the call cache after a
+headroom run on the same questions); ``--filter-only`` runs only the filter step, so a HIGH row costs
+one LLM call per question and no other module's. Rows ``retriever top-k`` give the recall of the
+retriever's own ranking, the bar a filter's selection has to clear. ``--stratified`` takes the
+questions ``evaluate.py headroom --limit N`` takes (stratified by category) instead of the first N.
+
+Usage: python scripts/bench_ladder_evidence.py [--benchmark locomo] [--split val] [--limit N] [--stratified]
+           [--experiment cpu_quality] [--variants 'name:key=value,key=value;...'] [--tiers LOW,MID]
+           [--filter-only] [--set K=V] [--out DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +41,12 @@ from envs.components import make_components
 from envs.question_bank import question_bank_from
 from evaluation.cli_options import parse_options
 from evaluation.frontier_config import resolve_config
+from evaluation.headroom import stratified as stratified_items
 from modules.tier import MODULE_ORDER, Tier
+from modules.types import Evidence
+
+#: Retriever ranks whose recall is reported next to the filters' (``None``: all retrieved).
+RANK_CUTS: tuple[int | None, ...] = (2, 5, None)
 
 #: The variants behind the numbers in configs/experiment/cpu_quality.yaml.
 DEFAULT_VARIANTS = (
@@ -60,27 +72,52 @@ def parse_variants(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def measure(cfg: dict[str, Any], split: str, limit: int | None) -> dict[str, dict[str, float]]:
-    """Filter recall, kept chunks, containment and memory chars of all-LOW and all-MID."""
+def _recall(gold: set[str], kept: tuple[Evidence, ...]) -> float:
+    return len({s for ev in kept for s in ev.source_ids} & gold) / len(gold)
+
+
+def measure(
+    cfg: dict[str, Any],
+    split: str,
+    limit: int | None,
+    *,
+    tiers: tuple[Tier, ...] = (Tier.LOW, Tier.MID),
+    filter_only: bool = False,
+    stratified: bool = False,
+) -> dict[str, dict[str, float]]:
+    """Filter recall and kept chunks per uniform path (and containment and memory chars unless
+    ``filter_only``), plus the recall of the retriever's top-k (rows ``retriever top-k``)."""
     components = make_components(cfg)
     try:
-        items = question_bank_from(cfg, split, components.encoder, progress=False)[:limit]
-        rows: dict[str, dict[str, list[float]]] = {t.name: {} for t in (Tier.LOW, Tier.MID)}
+        items = question_bank_from(cfg, split, components.encoder, progress=False)
+        if stratified and limit:
+            items = stratified_items(items, limit, lambda it: str(it.question.category))
+        else:
+            items = items[:limit]
+        names = [f"all-{t.name}" for t in tiers] + [f"retriever top-{k or 'all'}" for k in RANK_CUTS]
+        rows: dict[str, dict[str, list[float]]] = {n: {} for n in names}
         for item in tqdm(items, desc="questions", unit="q"):
             q = item.question
             gold = set(q.evidence_ids)
-            for tier in (Tier.LOW, Tier.MID):
-                result = components.pipeline.run(q.question, item.evidence, [tier] * len(MODULE_ORDER))
-                kept = result.outputs["filter"].value
-                row = rows[tier.name]
+            for k in RANK_CUTS if gold else ():
+                rows[f"retriever top-{k or 'all'}"].setdefault("filter_recall", []).append(
+                    _recall(gold, item.evidence[:k])
+                )
+            for tier in tiers:
+                row = rows[f"all-{tier.name}"]
+                if filter_only:
+                    run = components.pipeline.begin(q.question, item.evidence, q.question_date)
+                    kept = run.step(tier).value
+                else:
+                    result = components.pipeline.run(q.question, item.evidence, [tier] * len(MODULE_ORDER))
+                    kept = result.outputs["filter"].value
+                    contained = answer_containment(q, result.memory_text, item.benchmark)
+                    row.setdefault("containment", []).append(contained)
+                    row.setdefault("chars", []).append(len(result.memory_text))
                 if gold:
-                    seen = {s for ev in kept for s in ev.source_ids}
-                    row.setdefault("filter_recall", []).append(len(seen & gold) / len(gold))
+                    row.setdefault("filter_recall", []).append(_recall(gold, kept))
                 row.setdefault("kept", []).append(len(kept))
-                contained = answer_containment(q, result.memory_text, item.benchmark)
-                row.setdefault("containment", []).append(contained)
-                row.setdefault("chars", []).append(len(result.memory_text))
-        return {t: {k: float(np.mean(v)) for k, v in r.items()} | {"n": len(items)} for t, r in rows.items()}
+        return {n: {k: float(np.mean(v)) for k, v in r.items()} | {"n": len(items)} for n, r in rows.items()}
     finally:
         components.close()
 
@@ -90,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmark", default="locomo")
     parser.add_argument("--split", default="val")
     parser.add_argument("--limit", type=int, default=None, help="first N questions of the bank")
+    parser.add_argument("--stratified", action="store_true", help="--limit N stratified as headroom does")
+    parser.add_argument("--tiers", default="LOW,MID", help="uniform paths to measure, e.g. LOW,MID,HIGH")
+    parser.add_argument("--filter-only", action="store_true", help="run only the filter step")
     parser.add_argument("--experiment", default="cpu_quality", help="configs/experiment/NAME, or 'none'")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="'name:key=value,...;...'")
@@ -97,8 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         variants = parse_variants(args.variants)
+        tiers = tuple(Tier[t.strip().upper()] for t in args.tiers.split(",") if t.strip())
     except ValueError as exc:
         parser.error(str(exc))
+    except KeyError as exc:
+        parser.error(f"--tiers: unknown tier {exc} (LOW, MID, HIGH)")
     base = argparse.Namespace(
         experiment=None if args.experiment == "none" else args.experiment,
         config=None,
@@ -112,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         cfg["question_bank"]["limit"] = None
         cfg["strategy"]["options"] = {**(cfg["strategy"].get("options") or {}), **opts}
         print(f"variant {name}: {opts}")
-        results[name] = measure(cfg, args.split, args.limit)
+        results[name] = measure(
+            cfg, args.split, args.limit, tiers=tiers, filter_only=args.filter_only, stratified=args.stratified
+        )
 
     print(f"\n{args.benchmark} / {args.split}, experiment {args.experiment}")
     print("| variant | path | questions | filter recall | chunks kept | containment | memory chars |")
@@ -120,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, paths in results.items():
         for path, m in paths.items():
             print(
-                f"| {name} | all-{path} | {m['n']} | {m.get('filter_recall', float('nan')):.3f} "
-                f"| {m['kept']:.2f} | {m['containment']:.3f} | {m['chars']:.0f} |"
+                f"| {name} | {path} | {m['n']} | {m.get('filter_recall', float('nan')):.3f} "
+                f"| {m.get('kept', float('nan')):.2f} | {m.get('containment', float('nan')):.3f} "
+                f"| {m.get('chars', float('nan')):.0f} |"
             )
     out = Path(args.out) / f"{args.benchmark}_{args.split}.json"
     atomic_write_json(out, {"args": vars(args), "results": results})

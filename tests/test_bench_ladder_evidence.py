@@ -30,9 +30,27 @@ def test_keep_evidence_mid_keeps_the_budget_and_the_template(tmp_path, capsys):
     args += ["--variants", "thr:keep_evidence=false,module_topk=2;keep:keep_evidence=true,module_topk=2"]
     assert ladder.main(args) == 0
     res = json.loads((tmp_path / "locomo_val.json").read_text())["results"]
-    assert res["keep"]["MID"]["kept"] == 2.0  # padded to the budget
-    assert res["thr"]["MID"]["kept"] <= 2.0
+    assert res["keep"]["all-MID"]["kept"] == 2.0  # padded to the budget
+    assert res["thr"]["all-MID"]["kept"] <= 2.0
     # MID under keep_evidence reads the LOW template plus its key sentences: never less of the answer
-    assert res["keep"]["MID"]["containment"] >= res["keep"]["LOW"]["containment"]
-    assert res["keep"]["MID"]["chars"] > res["keep"]["LOW"]["chars"]
+    assert res["keep"]["all-MID"]["containment"] >= res["keep"]["all-LOW"]["containment"]
+    assert res["keep"]["all-MID"]["chars"] > res["keep"]["all-LOW"]["chars"]
     assert "| keep | all-MID | 3 |" in capsys.readouterr().out
+    # the retriever's own ranking is the bar: more of it never recalls less
+    top = [res["keep"][f"retriever top-{k}"]["filter_recall"] for k in ("2", "5", "all")]
+    assert top == sorted(top)
+
+
+@needs_locomo
+def test_filter_only_measures_the_high_filter_and_nothing_after_it(tmp_path):
+    ladder = _load()
+    args = ["--split", "val", "--limit", "4", "--stratified", "--experiment", "none", "--out", str(tmp_path)]
+    for override in ("backend=fake", "encoder=hashing", f"question_bank.cache_dir={tmp_path}"):
+        args += ["--set", override]
+    args += ["--variants", "sel:keep_evidence=false", "--tiers", "LOW,HIGH", "--filter-only"]
+    assert ladder.main(args) == 0
+    res = json.loads((tmp_path / "locomo_val.json").read_text())["results"]["sel"]
+    assert res["all-HIGH"]["n"] == 4 and 1.0 <= res["all-HIGH"]["kept"] <= 5.0
+    assert "containment" not in res["all-HIGH"]  # the summary never ran
+    with pytest.raises(SystemExit):
+        ladder.main([*args[:-3], "--tiers", "LOW,TOP"])
