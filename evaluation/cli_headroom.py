@@ -124,7 +124,7 @@ def _run_with(
     # Context by context (not question by question): consecutive calls of one context share the
     # answer prompt's prefix, and a finished context is complete even if the run stops later.
     for ctx in contexts:
-        ctx_fp = fp if ctx.kind == "pipeline" else fp_no_modules
+        ctx_fp = fp if ctx.kind in ("pipeline", "gold_filter") else fp_no_modules
         store = RecordStore(out / "records" / ctx_fp / args.split / f"{safe_id(ctx.name)}.jsonl")
         stores[ctx.name] = store
         if args.cached_only:

@@ -25,6 +25,8 @@ T = TypeVar("T")
 
 GOLD = "gold evidence"
 RAW = "raw top-k"
+#: all-MID behind a perfect filter: the upper bound of what choosing chunks can buy.
+GOLD_FILTER = "gold filter, all-MID"
 #: The reference every paired difference is taken against.
 BASELINE = "all-LOW"
 #: Metrics summarised per context (record keys).
@@ -37,8 +39,9 @@ class Context:
 
     Attributes:
         name: Display name (``"all-HIGH"``, ``"MID, filter=HIGH"``, ...).
-        kind: ``"gold"``, ``"raw"`` or ``"pipeline"``.
-        tiers: The pipeline's tier per module (pipeline contexts only).
+        kind: ``"gold"``, ``"raw"``, ``"pipeline"`` or ``"gold_filter"`` (the pipeline on only the
+            retrieved chunks that hold a gold evidence turn; on all of them when none does).
+        tiers: The pipeline's tier per module (pipeline and gold-filter contexts).
     """
 
     name: str
@@ -47,9 +50,10 @@ class Context:
 
 
 def headroom_contexts(single_module: bool = True) -> list[Context]:
-    """Gold, raw top-k, the three uniform paths and (optionally) the ten single-module changes."""
+    """Gold, raw top-k, the uniform paths, the gold filter and (optionally) the single-module changes."""
     out = [Context(GOLD, "gold"), Context(RAW, "raw")]
     out += [Context(f"all-{t.name}", "pipeline", (t,) * len(MODULE_ORDER)) for t in Tier]
+    out.append(Context(GOLD_FILTER, "gold_filter", (Tier.MID,) * len(MODULE_ORDER)))
     if single_module:
         for module_idx, module in enumerate(MODULE_ORDER):
             for t in (Tier.HIGH, Tier.LOW):
@@ -138,7 +142,11 @@ def evaluate_context(
     elif context.kind == "raw":
         text = evidence_lines(item.evidence)
     else:
-        run = components.pipeline.begin(q.question, item.evidence, q.question_date)
+        evidence = item.evidence
+        if context.kind == "gold_filter":
+            gold = set(q.evidence_ids)
+            evidence = tuple(e for e in evidence if gold & set(e.source_ids)) or evidence
+        run = components.pipeline.begin(q.question, evidence, q.question_date)
         for tier in context.tiers:
             run.step(tier)
         result = run.result()

@@ -18,7 +18,10 @@ from evaluation import cli_headroom
 from evaluation.headroom import (
     BASELINE,
     GOLD,
+    GOLD_FILTER,
     RAW,
+    Context,
+    evaluate_context,
     format_categories,
     format_headroom,
     format_ladder,
@@ -36,13 +39,50 @@ from tests.support import needs_locomo
 def test_contexts_cover_uniform_paths_and_single_module_changes():
     ctxs = headroom_contexts()
     names = [c.name for c in ctxs]
-    assert names[:5] == [GOLD, RAW, "all-LOW", "all-MID", "all-HIGH"]
-    assert len(ctxs) == 5 + 10
+    assert names[:6] == [GOLD, RAW, "all-LOW", "all-MID", "all-HIGH", GOLD_FILTER]
+    assert len(ctxs) == 6 + 10
     by = {c.name: c for c in ctxs}
     assert by["all-HIGH"].tiers == (Tier.HIGH,) * 5
     assert by["MID, temporal=HIGH"].tiers == (Tier.MID, Tier.MID, Tier.HIGH, Tier.MID, Tier.MID)
     assert by["MID, filter=LOW"].tiers == (Tier.LOW, Tier.MID, Tier.MID, Tier.MID, Tier.MID)
-    assert len(headroom_contexts(single_module=False)) == 5
+    assert len(headroom_contexts(single_module=False)) == 6
+    assert by[GOLD_FILTER].kind == "gold_filter" and by[GOLD_FILTER].tiers == (Tier.MID,) * 5
+
+
+def test_gold_filter_runs_the_pipeline_on_the_gold_chunks_only():
+    from modules.cost import Cost
+    from modules.types import Evidence
+
+    seen: list[tuple] = []
+
+    class Run:
+        def step(self, tier):
+            pass
+
+        def result(self):
+            return SimpleNamespace(memory_text="memory", total_cost=Cost(value=2.0))
+
+    def begin(query, evidence, date):
+        seen.append(tuple(e.chunk_id for e in evidence))
+        return Run()
+
+    components = SimpleNamespace(
+        pipeline=SimpleNamespace(begin=begin),
+        answerer=SimpleNamespace(
+            answer=lambda q, text: ("Tom", Cost(value=1.0)), llm=SimpleNamespace(count_tokens=len)
+        ),
+    )
+    ids = [("D1:2",), ("D2:1",), ()]  # q1's gold turns are D2:1 and D1:1
+    ev = tuple(Evidence(f"c{i}", f"text {i}", None, 1.0, turns) for i, turns in enumerate(ids))
+    item = SimpleNamespace(question=_sample().questions[0], evidence=ev, benchmark="locomo")
+    scorer = lambda q, pred, bench: {"f1": 1.0}  # noqa: E731
+    ctx = next(c for c in headroom_contexts() if c.name == GOLD_FILTER)
+    rec = evaluate_context(ctx, item, components, "", scorer)
+    assert seen == [("c1",)] and rec["module_cost"] == 2.0 and rec["f1"] == 1.0
+    # no retrieved chunk holds a gold turn: the filter has nothing to prefer, all chunks stay
+    evaluate_context(ctx, SimpleNamespace(**{**vars(item), "evidence": ev[::2]}), components, "", scorer)
+    evaluate_context(Context("all-MID", "pipeline", (Tier.MID,) * 5), item, components, "", scorer)
+    assert seen[1:] == [("c0", "c2"), ("c0", "c1", "c2")]
 
 
 def test_select_contexts_by_name_and_unknown():
@@ -201,7 +241,7 @@ def test_headroom_cli_end_to_end_and_resume(tmp_path, capsys, monkeypatch):
     assert all(r["n"] == 6 for r in data["rows"])
     assert data["metadata"]["n_questions"] == 6 and data["metadata"]["data_checksums"]
     assert (tmp_path / "headroom.png").stat().st_size > 1000
-    assert len((tmp_path / "headroom.csv").read_text().splitlines()) == 1 + 15
+    assert len((tmp_path / "headroom.csv").read_text().splitlines()) == 1 + 16
     gold = next(r for r in data["rows"] if r["context"] == GOLD)
     raw = next(r for r in data["rows"] if r["context"] == RAW)
     assert gold["module_cost"]["mean"] == 0.0 and raw["module_cost"]["mean"] == 0.0
