@@ -87,3 +87,22 @@ def resolve_config(args: argparse.Namespace, router_configs: list[dict[str, Any]
         group = CONFIG_DIR / "benchmark" / f"{args.benchmark}.yaml"
         cfg["benchmark"] = _load_yaml(group) if group.is_file() else {"name": args.benchmark, "options": {}}
     return cfg
+
+
+def script_config(
+    experiment: str | None, overrides: list[str], benchmark: str | None = None
+) -> dict[str, Any]:
+    """:func:`resolve_config` for a script's ``--experiment``/``--set``/``--benchmark`` flags.
+
+    ``experiment`` ``None`` or ``"none"`` composes the plain Hydra default. The question bank is not cut
+    (``question_bank.limit`` unset): scripts choose their own questions.
+    """
+    args = argparse.Namespace(
+        experiment=None if experiment in (None, "none") else experiment,
+        config=None,
+        set=list(overrides),
+        benchmark=benchmark,
+    )
+    cfg = resolve_config(args, [])
+    cfg.setdefault("question_bank", {})["limit"] = None
+    return cfg

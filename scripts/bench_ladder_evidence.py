@@ -40,7 +40,7 @@ from common.atomic import atomic_write_json
 from envs.components import make_components
 from envs.question_bank import question_bank_from
 from evaluation.cli_options import parse_options
-from evaluation.frontier_config import resolve_config
+from evaluation.frontier_config import script_config
 from evaluation.headroom import stratified as stratified_items
 from modules.tier import MODULE_ORDER, Tier
 from modules.types import Evidence
@@ -142,17 +142,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     except KeyError as exc:
         parser.error(f"--tiers: unknown tier {exc} (LOW, MID, HIGH)")
-    base = argparse.Namespace(
-        experiment=None if args.experiment == "none" else args.experiment,
-        config=None,
-        set=args.set,
-        benchmark=args.benchmark,
-        strategy=None,
-    )
     results: dict[str, Any] = {}
     for name, opts in variants.items():
-        cfg = resolve_config(base, [])
-        cfg["question_bank"]["limit"] = None
+        cfg = script_config(args.experiment, args.set, args.benchmark)
         cfg["strategy"]["options"] = {**(cfg["strategy"].get("options") or {}), **opts}
         print(f"variant {name}: {opts}")
         results[name] = measure(

@@ -38,7 +38,7 @@ from benchmarks.recall import evidence_recall
 from common.atomic import atomic_write_json
 from envs.components import make_components
 from envs.question_bank import QuestionItem, question_bank_from
-from evaluation.frontier_config import resolve_config
+from evaluation.frontier_config import script_config
 from evaluation.headroom import stratified
 from memory.encoder import Encoder
 from modules.nlp import content_words, short_date
@@ -206,14 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(selectors) - {"lr", "ce"})
     if unknown:
         parser.error(f"--selectors: unknown {unknown} (known: lr, ce)")
-    base = argparse.Namespace(
-        experiment=None if args.experiment == "none" else args.experiment,
-        config=None,
-        set=args.set,
-        benchmark=args.benchmark,
-    )
-    cfg = resolve_config(base, [])
-    cfg["question_bank"]["limit"] = None
+    cfg = script_config(args.experiment, args.set, args.benchmark)
     components = make_components(cfg)
     log: dict[str, Any] = {}
     try:

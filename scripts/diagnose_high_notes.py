@@ -34,7 +34,7 @@ from benchmarks.metrics import token_f1
 from common.atomic import atomic_write_json
 from envs.components import make_components
 from envs.question_bank import question_bank_from
-from evaluation.frontier_config import resolve_config
+from evaluation.frontier_config import script_config
 from evaluation.frontier_runner import RecordStore
 from evaluation.headroom import stratified
 from modules.tier import MODULE_ORDER, Tier
@@ -68,12 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     low = _records(Path(args.records) / "all-LOW.jsonl")
     high = _records(Path(args.records) / "all-HIGH.jsonl")
-    cfg = resolve_config(
-        argparse.Namespace(experiment=args.experiment, config=None, set=args.set, benchmark=args.benchmark),
-        [],
-    )
-    cfg.setdefault("question_bank", {})["max_samples"] = None
-    cfg["question_bank"]["limit"] = None
+    cfg = script_config(args.experiment, args.set, args.benchmark)
+    cfg["question_bank"]["max_samples"] = None
     components = make_components(cfg)
     try:
         items = question_bank_from(cfg, args.split, components.encoder, progress=False)

@@ -292,3 +292,14 @@ def test_oracle_bounds_every_router(sweep, tmp_path):
     assert {"routers", "baselines", "oracle"} <= fams
     per = data["router_metrics"]["per_system"]
     assert "oracle_gain" in per["router λ=0"] and "oracle_gain" not in per["all-low"]
+
+
+def test_script_config_composes_the_experiment_and_leaves_the_bank_uncut():
+    from evaluation.frontier_config import script_config
+
+    quality = script_config("cpu_quality", ["question_bank.k=7"], "locomo")
+    assert quality["strategy"]["options"]["keep_evidence"] is True and quality["question_bank"]["k"] == 7
+    assert quality["question_bank"]["limit"] is None
+    plain = script_config("none", [])
+    assert "keep_evidence" not in (plain["strategy"].get("options") or {})
+    assert script_config(None, []) == plain
