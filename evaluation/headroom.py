@@ -11,6 +11,7 @@ import numpy as np
 
 from benchmarks.chunking import render_turn
 from benchmarks.metrics import answer_containment
+from benchmarks.recall import evidence_hit
 from benchmarks.types import Sample
 from common.atomic import atomic_write_with
 from envs.components import EnvComponents
@@ -144,8 +145,7 @@ def evaluate_context(
     else:
         evidence = item.evidence
         if context.kind == "gold_filter":
-            gold = set(q.evidence_ids)
-            evidence = tuple(e for e in evidence if gold & set(e.source_ids)) or evidence
+            evidence = tuple(e for e in evidence if evidence_hit(q.evidence_ids, (e,))) or evidence
         run = components.pipeline.begin(q.question, evidence, q.question_date)
         for tier in context.tiers:
             run.step(tier)

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.metrics import answer_containment
+from benchmarks.recall import evidence_recall
 from common.atomic import atomic_write_json
 from envs.components import make_components
 from envs.question_bank import question_bank_from
@@ -43,7 +44,6 @@ from evaluation.cli_options import parse_options
 from evaluation.frontier_config import script_config
 from evaluation.headroom import stratified as stratified_items
 from modules.tier import MODULE_ORDER, Tier
-from modules.types import Evidence
 
 #: Retriever ranks whose recall is reported next to the filters' (``None``: all retrieved).
 RANK_CUTS: tuple[int | None, ...] = (2, 5, None)
@@ -72,10 +72,6 @@ def parse_variants(text: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _recall(gold: set[str], kept: tuple[Evidence, ...]) -> float:
-    return len({s for ev in kept for s in ev.source_ids} & gold) / len(gold)
-
-
 def measure(
     cfg: dict[str, Any],
     split: str,
@@ -101,7 +97,7 @@ def measure(
             gold = set(q.evidence_ids)
             for k in RANK_CUTS if gold else ():
                 rows[f"retriever top-{k or 'all'}"].setdefault("filter_recall", []).append(
-                    _recall(gold, item.evidence[:k])
+                    evidence_recall(q.evidence_ids, item.evidence[:k])
                 )
             for tier in tiers:
                 row = rows[f"all-{tier.name}"]
@@ -115,7 +111,7 @@ def measure(
                     row.setdefault("containment", []).append(contained)
                     row.setdefault("chars", []).append(len(result.memory_text))
                 if gold:
-                    row.setdefault("filter_recall", []).append(_recall(gold, kept))
+                    row.setdefault("filter_recall", []).append(evidence_recall(q.evidence_ids, kept))
                 row.setdefault("kept", []).append(len(kept))
         return {n: {k: float(np.mean(v)) for k, v in r.items()} | {"n": len(items)} for n, r in rows.items()}
     finally:

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.recall import evidence_recall
+from benchmarks.recall import evidence_hit, evidence_recall
 from common.atomic import atomic_write_json
 from envs.components import make_components
 from envs.question_bank import QuestionItem, question_bank_from
@@ -56,8 +56,7 @@ def labelled(items: Sequence[QuestionItem]) -> list[QuestionItem]:
 
 def labels(item: QuestionItem) -> list[float]:
     """1.0 for each retrieved chunk that holds a gold evidence turn, else 0.0."""
-    gold = set(item.question.evidence_ids)
-    return [float(bool(gold & set(ev.source_ids))) for ev in item.evidence]
+    return [float(evidence_hit(item.question.evidence_ids, (ev,)) or 0.0) for ev in item.evidence]
 
 
 def features(item: QuestionItem, encoder: Encoder) -> np.ndarray:
