@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from modules.cost import Cost
 from modules.tier import MODULE_ORDER, Tier
@@ -86,6 +86,11 @@ class ModuleOutput:
     cached: bool = False
     notes: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, module: str, tier: Tier, value: ModuleValue, cost: Cost, **extra: Any) -> ModuleOutput:
+        """An output with ``text`` rendered from ``value``; ``extra``: the other fields."""
+        return cls(module, tier, output_text(module, value), value, cost, **extra)
+
 
 def render_evidence(evidence: tuple[Evidence, ...] | list[Evidence]) -> str:
     """Plain rendering of chunks, one per line (for inputs and pass-through outputs)."""
@@ -139,7 +144,7 @@ def output_text(module: str, value: ModuleValue) -> str:
 def empty_output(inp: ModuleInput, tier: Tier) -> ModuleOutput:
     """The defined output for empty input: no evidence kept, no relations, a fixed summary."""
     value: ModuleValue = () if inp.module != "summary" else EMPTY_MEMORY_TEXT
-    return ModuleOutput(inp.module, tier, output_text(inp.module, value), value, Cost())
+    return ModuleOutput.of(inp.module, tier, value, Cost())
 
 
 def fallback_value(inp: ModuleInput, k: int | None = None) -> ModuleValue:

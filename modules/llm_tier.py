@@ -127,13 +127,12 @@ class LLMTier:
     def _degraded(
         self, inp: ModuleInput, cost: Cost, error: str, *, parse_failures: int = 0, notes: Sequence[str] = ()
     ) -> ModuleOutput:
-        value = fallback_value(inp, self.config.filter_k)
-        return ModuleOutput(
-            module=self.module,
-            tier=self.tier,
-            text=output_text(self.module, value),
-            value=value,
-            cost=cost,
+        # A parse failure is also counted in the cost's failures.
+        return ModuleOutput.of(
+            self.module,
+            self.tier,
+            fallback_value(inp, self.config.filter_k),
+            replace(cost, failures=cost.failures + parse_failures),
             parse_failures=parse_failures,
             degraded=True,
             error=error,
@@ -200,13 +199,7 @@ class LLMTier:
         except ParseError as exc:
             notes.append(f"finish_reason={result.finish_reason}; raw={result.text[:200]!r}")
             if style not in ("cot", "react"):
-                return self._degraded(
-                    inp,
-                    replace(cost, failures=cost.failures + 1),
-                    f"parse failure: {exc}",
-                    parse_failures=1,
-                    notes=notes,
-                )
+                return self._degraded(inp, cost, f"parse failure: {exc}", parse_failures=1, notes=notes)
             # The reasoning did not end in a parseable answer: one constrained follow-up call
             # turns it into the answer format (metered; visible in notes and cost.calls).
             follow = finalise_request(self.module, built.request, result.text, len(built.evidence))
@@ -221,20 +214,6 @@ class LLMTier:
                 value = self._value(inp, "direct", second.text, built.evidence)
             except ParseError as exc2:
                 notes.append(f"finalise raw={second.text[:200]!r}")
-                return self._degraded(
-                    inp,
-                    replace(cost, failures=cost.failures + 1),
-                    f"parse failure: {exc2}",
-                    parse_failures=1,
-                    notes=notes,
-                )
+                return self._degraded(inp, cost, f"parse failure: {exc2}", parse_failures=1, notes=notes)
             result = second
-        return ModuleOutput(
-            module=self.module,
-            tier=self.tier,
-            text=output_text(self.module, value),
-            value=value,
-            cost=cost,
-            cached=result.cached,
-            notes=tuple(notes),
-        )
+        return ModuleOutput.of(self.module, self.tier, value, cost, cached=result.cached, notes=tuple(notes))

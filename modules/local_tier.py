@@ -10,7 +10,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, ModuleValue, output_text
+from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, ModuleValue
 from modules.cache import CallCache
 from modules.pricing import CostModel
 from modules.tier import Tier
@@ -132,12 +132,6 @@ class LocalTier:
             else (tuple(raw) if isinstance(raw, list) else raw)
         )
         cost = self.cost_model.non_llm(float(stored["gflops"]), float(stored["latency_s"]))
-        return ModuleOutput(
-            module=self.module,
-            tier=self.tier,
-            text=output_text(self.module, value),
-            value=value,
-            cost=cost,
-            cached=cached,
-            notes=(f"method={self.method}",),
+        return ModuleOutput.of(
+            self.module, self.tier, value, cost, cached=cached, notes=(f"method={self.method}",)
         )
