@@ -107,15 +107,14 @@ class MemoryConfig:
             raise ValueError(
                 f"MemoryConfig.eviction_fraction must be in (0, 1], got {self.eviction_fraction!r}"
             )
-        if not 0.0 <= self.lexical_weight <= 1.0:
-            raise ValueError(f"MemoryConfig.lexical_weight must be in [0, 1], got {self.lexical_weight!r}")
+        for name in ("lexical_weight", "rerank_weight"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"MemoryConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
         if isinstance(self.lexical_fields, str) or not all(isinstance(f, str) for f in self.lexical_fields):
             raise ValueError(
                 "MemoryConfig.lexical_fields must be a tuple of metadata key names, "
                 f"got {self.lexical_fields!r}"
             )
-        if not 0.0 <= self.rerank_weight <= 1.0:
-            raise ValueError(f"MemoryConfig.rerank_weight must be in [0, 1], got {self.rerank_weight!r}")
         if self.gate_threshold is not None and not -1.0 <= self.gate_threshold <= 1.0:
             raise ValueError(
                 f"MemoryConfig.gate_threshold must be a cosine in [-1, 1], got {self.gate_threshold!r}"
@@ -125,20 +124,14 @@ class MemoryConfig:
         from memory.eviction import POLICIES
         from memory.rerank import RERANKERS
 
-        if self.entity_patterns not in PATTERN_SETS:
-            raise ValueError(
-                f"MemoryConfig.entity_patterns: unknown pattern set {self.entity_patterns!r}; "
-                f"known: {sorted(PATTERN_SETS)}"
-            )
-        if self.eviction_policy is not None and self.eviction_policy not in POLICIES:
-            raise ValueError(
-                f"MemoryConfig.eviction_policy: unknown policy {self.eviction_policy!r}; "
-                f"known: {sorted(POLICIES)}"
-            )
-        if self.reranker is not None and self.reranker not in RERANKERS:
-            raise ValueError(
-                f"MemoryConfig.reranker: unknown reranker {self.reranker!r}; known: {sorted(RERANKERS)}"
-            )
+        for name, what, known in (
+            ("entity_patterns", "pattern set", PATTERN_SETS),
+            ("eviction_policy", "policy", POLICIES),
+            ("reranker", "reranker", RERANKERS),
+        ):
+            value = getattr(self, name)
+            if value is not None and value not in known:
+                raise ValueError(f"MemoryConfig.{name}: unknown {what} {value!r}; known: {sorted(known)}")
 
     @property
     def policy_name(self) -> str:
