@@ -9,9 +9,8 @@ from typing import Any, ClassVar
 
 from benchmarks.judge_protocol import JudgeProtocol, hash_templates, json_object
 from benchmarks.types import Question
-from modules.backends import get_backend
 from modules.backends.base import GenerationRequest
-from modules.cache import CachedLLM, CallCache
+from modules.cache import CachedLLM
 from modules.cost import Cost
 from modules.pricing import CostModel
 
@@ -209,26 +208,3 @@ class Judge:
         """Judge one prediction."""
         return self.judge_many([(question, prediction)])[0]
 
-
-def make_judge(
-    backend: str,
-    *,
-    cache_path: str | None = None,
-    cost_model: CostModel | None = None,
-    max_tokens: int | None = None,
-    protocol: str | None = None,
-    **backend_kwargs: object,
-) -> Judge:
-    """Build a :class:`Judge` on any registered backend (``modules.backends.get_backend``).
-
-    Args:
-        backend: Backend name (``"llamacpp"``, ``"transformers"``, ``"vllm"``, ``"openai"``, ``"fake"``).
-        cache_path: Optional call-cache file (verdicts are replayed on later runs).
-        cost_model: Prices the judge calls (default: GFLOPs).
-        max_tokens: Generation cap of a verdict (default: the protocol's).
-        protocol: ``budgetmem`` (default), ``locomo`` or ``longmemeval``.
-        **backend_kwargs: Passed to the backend (e.g. ``model="qwen2.5-1.5b"``).
-    """
-    cache = CallCache(cache_path) if cache_path else None
-    llm = CachedLLM(get_backend(backend, **backend_kwargs), cache)
-    return Judge(llm, cost_model, max_tokens=max_tokens, protocol=protocol)

@@ -191,11 +191,6 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         self._cursor = int(state["cursor"])
         self.episodes_done = int(state["episodes_done"])
 
-    @property
-    def current_item(self) -> QuestionItem | None:
-        """The bank item of the running (or last) episode."""
-        return self.items[self._item_index] if self._item_index >= 0 else None
-
 
 def _with_reward(record: EpisodeRecord, reward: float) -> EpisodeRecord:
     from dataclasses import replace

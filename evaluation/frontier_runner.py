@@ -260,8 +260,3 @@ def mean_of(records: Sequence[Mapping[str, Any]], key: str) -> float:
     """Mean of one numeric field over records (NaN when empty)."""
     vals = [float(r[key]) for r in records if r.get(key) is not None]
     return float(np.mean(vals)) if vals else float("nan")
-
-
-def run_episode_tiers(run: RunSpec, item: QuestionItem, components: EnvComponents) -> tuple[str, ...]:
-    """Tiers a run picks for one item (a cheap probe used to check determinism)."""
-    return tuple(t.name for t in run_episode(item, run.decide_for(item), components).tiers)

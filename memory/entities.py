@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 _MONTHS = (
@@ -112,8 +112,3 @@ def _strip_stopwords(span: str) -> str:
     while words and words[0] in _DIALOGUE_STOPWORDS:
         words.pop(0)
     return " ".join(words)
-
-
-def sorted_entities(ents: Sequence[str] | frozenset[str]) -> list[str]:
-    """Return entities as a sorted list (for deterministic JSON)."""
-    return sorted(ents)

@@ -42,19 +42,10 @@ class PipelineResult:
     total_cost: Cost
     tiers: tuple[Tier, ...]
 
-    def cost_breakdown(self) -> dict[str, Cost]:
-        """Cost per module, in module order."""
-        return {m: self.outputs[m].cost for m in MODULE_ORDER}
-
     @property
     def parse_failures(self) -> int:
         """Parse failures over all modules."""
         return sum(o.parse_failures for o in self.outputs.values())
-
-    @property
-    def degraded_modules(self) -> tuple[str, ...]:
-        """Modules whose output is a fallback (see :mod:`modules.llm_tier`)."""
-        return tuple(m for m in MODULE_ORDER if self.outputs[m].degraded)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly summary (texts, tiers, costs, failures)."""

@@ -12,6 +12,7 @@ import json
 import pytest
 
 from envs.fakes import TIER_COSTS, make_fake_bank, make_fake_components
+from envs.rollout import run_episode
 from evaluation import cli_frontier, frontier_config, frontier_runner, frontier_systems
 from modules.tier import Tier
 
@@ -162,8 +163,8 @@ def test_random_baseline_is_order_independent():
     items = make_fake_bank(2)
     comps = make_fake_components()
     run = frontier_runner.random_run(3)
-    a = [frontier_runner.run_episode_tiers(run, it, comps) for it in items]
-    b = [frontier_runner.run_episode_tiers(run, it, comps) for it in reversed(items)][::-1]
+    a = [run_episode(it, run.decide_for(it), comps).tiers for it in items]
+    b = [run_episode(it, run.decide_for(it), comps).tiers for it in reversed(items)][::-1]
     assert a == b and len(set(a)) > 1
 
 

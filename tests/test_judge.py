@@ -88,10 +88,11 @@ def test_judge_many_keeps_order() -> None:
     assert [r.score for r in out] == [1.0, 0.0, 1.0]
 
 
-def test_make_judge_builds_from_registry(tmp_path: Path) -> None:
-    from benchmarks.judge import make_judge
+def test_judge_on_a_registry_backend_replays_from_the_cache(tmp_path: Path) -> None:
+    from modules.backends import get_backend
+    from modules.cache import CallCache
 
-    judge = make_judge("fake", cache_path=str(tmp_path / "calls.sqlite"))
+    judge = Judge(CachedLLM(get_backend("fake"), CallCache(str(tmp_path / "calls.sqlite"))))
     first = judge.judge(Q, "x")
     again = judge.judge(Q, "x")
     assert not first.failed and again.cost is not None and again.cost.cache_hits == 1
@@ -101,10 +102,10 @@ def test_make_judge_builds_from_registry(tmp_path: Path) -> None:
 def test_real_small_model_judge_and_answer_run() -> None:
     """SmolLM2-135M through llama.cpp: the plumbing runs for real (its verdict quality is not tested)."""
     from benchmarks.answer import AnswerGenerator
-    from benchmarks.judge import make_judge
+    from modules.backends import get_backend
 
     try:
-        judge = make_judge("llamacpp", model="smollm2-135m", max_tokens=48)
+        judge = Judge(CachedLLM(get_backend("llamacpp", model="smollm2-135m"), None), max_tokens=48)
     except Exception as exc:  # model package missing on this machine
         pytest.skip(f"smollm2-135m via llama.cpp unavailable: {exc}")
     res = judge.judge(Q, "They went to the Rockies.")
