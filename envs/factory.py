@@ -40,7 +40,7 @@ def make_env(
     if items is None:
         qb = parse(QuestionBankConfig, config.get("question_bank") or {}, "config section 'question_bank'")
         items = question_bank_from(config, split or qb.split, comps.encoder)
-    shaper = RewardShaper.from_config(cost)
+    shaper = RewardShaper(cost)
     return MemoryRouterEnv(items, comps, shaper, task_metric=comps.task_metric, seed=seed)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from common.cost_weight import check_lambda
-from envs.config_schema import CostConfig
+from envs.config_schema import AlphaConfig, CostConfig
 from envs.cost_normalizer import CostNormalizer, percentile_linear
 
 __all__ = [
@@ -34,30 +34,21 @@ class CostAlignment:
     """The scale α that aligns the spread of the cost term with the task term.
 
     Args:
-        mode: ``"frozen"``, ``"window"`` or ``"fixed"`` (see docs/design.md).
-        window: FIFO history length of ``(r_task, r_cost)`` pairs.
-        warmup: Pairs after which a ``"frozen"`` α stops moving.
-        alpha: The constant for ``"fixed"`` mode (and the value used before ``min_history``).
-        std_floor: Floor of both standard deviations.
-        alpha_min: Lower clip of α.
-        alpha_max: Upper clip of α.
+        config: The ``cost.alpha`` section (:class:`envs.config_schema.AlphaConfig`): the mode
+            (``"frozen"``, ``"window"`` or ``"fixed"``, see docs/design.md), the FIFO window of
+            ``(r_task, r_cost)`` pairs, the warm-up after which a frozen α stops moving, the α of
+            mode fixed (also used before ``min_history``), the floor of both standard deviations
+            and α's clip range. Default: the schema's defaults.
         min_history: Pairs needed before α is estimated from data.
 
     Raises:
         ValueError: On an unknown mode or inconsistent limits.
     """
 
-    def __init__(
-        self,
-        mode: str = "frozen",
-        window: int = 2000,
-        warmup: int = 256,
-        alpha: float = 1.0,
-        std_floor: float = 1e-5,
-        alpha_min: float = 0.01,
-        alpha_max: float = 100.0,
-        min_history: int = 2,
-    ) -> None:
+    def __init__(self, config: AlphaConfig | None = None, min_history: int = 2) -> None:
+        c = config or AlphaConfig()
+        mode, window, warmup, alpha = c.mode, c.window, c.warmup, c.value
+        std_floor, alpha_min, alpha_max = c.std_floor, c.min, c.max
         if mode not in ALPHA_MODES:
             raise ValueError(f"unknown alpha mode {mode!r}; choose one of {ALPHA_MODES}")
         if int(window) < 1 or int(warmup) < 1 or int(min_history) < 1:
@@ -131,65 +122,18 @@ class RewardShaper:
     """Combine task score and raw cost into the episode reward ``r_task + λ·α·r_cost``.
 
     Args:
-        window: Window of the cost normaliser.
-        low_pct: Lower percentile of the normaliser.
-        high_pct: Upper percentile of the normaliser.
-        alpha_mode: ``"frozen"``, ``"window"`` or ``"fixed"``.
-        alpha_window: History length for α.
-        alpha_warmup: Warm-up pairs of the ``"frozen"`` mode.
-        alpha: Constant α of the ``"fixed"`` mode.
-        alpha_min: Lower clip of α.
-        alpha_max: Upper clip of α.
-        std_floor: Floor of the standard deviations in α.
+        cost: The config's ``cost`` section (:class:`envs.config_schema.CostConfig`): its window,
+            percentiles and ``alpha`` settings are the shaper's; the other keys (λ, unit,
+            ``include_answer_cost``) belong to other consumers. Default: the schema's defaults.
 
     Raises:
         ValueError: On bad normaliser/α settings.
     """
 
-    def __init__(
-        self,
-        window: int = 2000,
-        low_pct: float = 5.0,
-        high_pct: float = 95.0,
-        alpha_mode: str = "frozen",
-        alpha_window: int = 2000,
-        alpha_warmup: int = 256,
-        alpha: float = 1.0,
-        alpha_min: float = 0.01,
-        alpha_max: float = 100.0,
-        std_floor: float = 1e-5,
-    ) -> None:
-        self.normalizer = CostNormalizer(window=window, low_pct=low_pct, high_pct=high_pct)
-        self.alignment = CostAlignment(
-            mode=alpha_mode,
-            window=alpha_window,
-            warmup=alpha_warmup,
-            alpha=alpha,
-            std_floor=std_floor,
-            alpha_min=alpha_min,
-            alpha_max=alpha_max,
-        )
-
-    @classmethod
-    def from_config(cls, cost: CostConfig) -> RewardShaper:
-        """Build from the config's ``cost`` section (:class:`envs.config_schema.CostConfig`).
-
-        Its window, percentiles and ``alpha`` settings are the shaper's; the other keys (λ, unit,
-        ``include_answer_cost``) belong to other consumers.
-        """
-        a = cost.alpha
-        return cls(
-            window=cost.window,
-            low_pct=cost.low_pct,
-            high_pct=cost.high_pct,
-            alpha_mode=a.mode,
-            alpha_window=a.window,
-            alpha_warmup=a.warmup,
-            alpha=a.value,
-            alpha_min=a.min,
-            alpha_max=a.max,
-            std_floor=a.std_floor,
-        )
+    def __init__(self, cost: CostConfig | None = None) -> None:
+        c = cost or CostConfig()
+        self.normalizer = CostNormalizer(window=c.window, low_pct=c.low_pct, high_pct=c.high_pct)
+        self.alignment = CostAlignment(c.alpha)
 
     def shape(self, r_task: float, raw_cost: float, cost_lambda: float) -> tuple[float, dict[str, float]]:
         """Reward for one finished episode; updates the cost window and the α history.

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from common.cost_weight import CostWeight
+from envs.config_schema import AlphaConfig, CostConfig
 from envs.fakes import OPTIMAL_TIERS, make_fake_bank, make_fake_components, question_type
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy, summarize_records
@@ -23,7 +24,7 @@ def test_ppo_learns_cost_aware_routing():
     lam = 0.5
     items = make_fake_bank(6)
     comps = make_fake_components(cost_weight=CostWeight(lam))
-    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=0)
+    env = MemoryRouterEnv(items, comps, RewardShaper(CostConfig(alpha=AlphaConfig(warmup=200))), seed=0)
     # gamma = gae_lambda = 1: the only reward is terminal, so every decision gets the episode return.
     # With these settings seeds 0-3 reached 100%, 97.8%, 94.4% and 92.2% optimal actions (measured);
     # the weak spot is LOW vs MID on modules that do not matter, where only the cost term differs.

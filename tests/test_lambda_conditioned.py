@@ -17,6 +17,7 @@ import torch
 
 from common.config_error import ConfigError
 from common.cost_weight import CostWeight
+from envs.config_schema import AlphaConfig, CostConfig
 from envs.fakes import make_fake_bank, make_fake_components
 from envs.reward import RewardShaper
 from envs.router_env import MemoryRouterEnv
@@ -237,7 +238,7 @@ def test_one_conditioned_router_learns_both_ends_of_the_tradeoff(seed):
     torch.manual_seed(seed)
     items = make_fake_bank(6)
     comps = make_fake_components(cost_weight=CostWeight(0.0, (0.0, 4.0)))
-    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=seed)
+    env = MemoryRouterEnv(items, comps, RewardShaper(CostConfig(alpha=AlphaConfig(warmup=200))), seed=seed)
     model = PPO("MlpPolicy", env, n_steps=250, batch_size=50, n_epochs=8, learning_rate=3e-3, gamma=1.0,
                 gae_lambda=1.0, ent_coef=0.0, seed=seed, device="cpu", policy_kwargs={"net_arch": [64, 64]})
     model.learn(total_timesteps=12000)

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from common.cost_weight import CostWeight
+from envs.config_schema import AlphaConfig, CostConfig
 from envs.fakes import OPTIMAL_TIERS, make_fake_bank, make_fake_components, question_type
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy
@@ -64,7 +65,7 @@ def test_router_policy_learns_cost_aware_routing_in_the_real_env():
     lam = 0.5
     items = make_fake_bank(6)
     comps = make_fake_components(cost_weight=CostWeight(lam))
-    env = MemoryRouterEnv(items, comps, RewardShaper(alpha_warmup=200), seed=0)
+    env = MemoryRouterEnv(items, comps, RewardShaper(CostConfig(alpha=AlphaConfig(warmup=200))), seed=0)
     kwargs = router_policy_kwargs(
         comps.obs_builder.spec, hidden=64, latent=64, pi_layers=[64], vf_layers=[64]
     )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from common.config_error import ConfigError
-from envs.config_schema import CostConfig, parse
+from envs.config_schema import AlphaConfig, CostConfig, parse
 from envs.reward import CostAlignment, CostNormalizer, RewardShaper, percentile_linear
 
 
@@ -87,7 +87,7 @@ def test_normaliser_rejects_bad_input():
 
 
 def test_alpha_window_hand_case():
-    al = CostAlignment(mode="window", window=3)
+    al = CostAlignment(AlphaConfig(mode="window", window=3))
     assert al.update(1.0, 0.5) == 1.0  # fewer than min_history=2 pairs -> alpha0
     # tasks [1, 0], costs [0.5, 0.0]: std 0.5 / 0.25 = 2
     assert al.update(0.0, 0.0) == pytest.approx(2.0)
@@ -100,26 +100,26 @@ def test_alpha_window_hand_case():
 
 
 def test_alpha_frozen_after_warmup_and_floors_and_clip():
-    al = CostAlignment(mode="frozen", warmup=3, alpha_min=0.01, alpha_max=100)
+    al = CostAlignment(AlphaConfig(mode="frozen", warmup=3, min=0.01, max=100))
     al.update(0.0, 0.0)
     al.update(1.0, 0.5)
     a3 = al.update(0.0, 0.0)
     assert al.frozen_alpha == pytest.approx(a3)
     assert al.update(1.0, 1.0) == pytest.approx(a3)  # frozen: new pairs no longer move it
     # zero task spread: 1e-5 / std_cost, clipped to alpha_min
-    al2 = CostAlignment(mode="window")
+    al2 = CostAlignment(AlphaConfig(mode="window"))
     al2.update(0.0, 0.0)
     assert al2.update(0.0, 1.0) == pytest.approx(0.01)
     # zero cost spread: std_task / 1e-5, clipped to alpha_max
-    al3 = CostAlignment(mode="window")
+    al3 = CostAlignment(AlphaConfig(mode="window"))
     al3.update(0.0, 0.3)
     assert al3.update(1.0, 0.3) == pytest.approx(100.0)
     # both zero: 1e-5 / 1e-5 = 1
-    al4 = CostAlignment(mode="window")
+    al4 = CostAlignment(AlphaConfig(mode="window"))
     al4.update(0.5, 0.5)
     assert al4.update(0.5, 0.5) == pytest.approx(1.0)
     with pytest.raises(ValueError, match="alpha mode"):
-        CostAlignment(mode="ema")
+        CostAlignment(AlphaConfig(mode="ema"))
 
 
 def test_shaper_lambda_zero_is_task_reward():
@@ -131,7 +131,7 @@ def test_shaper_lambda_zero_is_task_reward():
 
 
 def test_shaper_hand_case_and_fixed_alpha():
-    sh = RewardShaper(alpha_mode="fixed", alpha=2.0, window=10)
+    sh = RewardShaper(CostConfig(window=10, alpha=AlphaConfig(mode="fixed", value=2.0)))
     sh.shape(1.0, 1.0, 0.5)
     sh.shape(0.0, 9.0, 0.5)
     # window sqrt [1,3,2] after adding 4 -> sorted [1,2,3]: P5 = 1.1, P95 = 2.9
@@ -144,7 +144,7 @@ def test_shaper_hand_case_and_fixed_alpha():
 
 
 def test_shaper_prefers_cheaper_at_equal_task_score():
-    sh = RewardShaper(alpha_mode="window")
+    sh = RewardShaper(CostConfig(alpha=AlphaConfig(mode="window")))
     rng = np.random.default_rng(0)
     for _ in range(50):
         sh.shape(float(rng.random()), float(rng.random() * 10), 0.3)
@@ -156,10 +156,10 @@ def test_shaper_prefers_cheaper_at_equal_task_score():
 def test_shaper_config_and_state_round_trip():
     cost = {"lambda": 0.2, "window": 5, "unit": "gflops", "alpha": {"mode": "window", "window": 4}}
     cfg = parse(CostConfig, cost)
-    sh = RewardShaper.from_config(cfg)
+    sh = RewardShaper(cfg)
     for c in (1.0, 2.0, 3.0):
         sh.shape(0.5, c, 0.2)
-    other = RewardShaper.from_config(cfg)
+    other = RewardShaper(cfg)
     other.load_state_dict(sh.state_dict())
     assert other.shape(0.7, 2.5, 0.2) == sh.shape(0.7, 2.5, 0.2)
     with pytest.raises(ConfigError, match=r"Key 'mod' not in 'AlphaConfig'"):
@@ -172,7 +172,7 @@ def test_shaper_config_and_state_round_trip():
 
 def test_shaper_evaluate_scores_without_updating():
     """Validation scoring: the current window and α, nothing appended (hand-computed)."""
-    shaper = RewardShaper(alpha_mode="fixed", alpha=2.0)
+    shaper = RewardShaper(CostConfig(alpha=AlphaConfig(mode="fixed", value=2.0)))
     assert shaper.evaluate(0.3, 50.0, 0.5) == 0.3  # empty window: no cost term yet
     shaper.shape(0.5, 0.0, 0.5)
     shaper.shape(0.5, 100.0, 0.5)  # window [0, 100] -> sqrt [0, 10]: P5 = 0.5, P95 = 9.5
@@ -188,11 +188,11 @@ def test_shaper_evaluate_scores_without_updating():
 
 def test_shaper_loads_state_saved_when_it_still_held_lambda():
     """Checkpoints from before λ moved to common.cost_weight carry ``cost_lambda``: it is ignored."""
-    sh = RewardShaper(window=5)
+    sh = RewardShaper(CostConfig(window=5))
     for c in (1.0, 4.0, 9.0):
         sh.shape(0.5, c, 0.2)
     old_state = {"cost_lambda": 0.2, **sh.state_dict()}
-    other = RewardShaper(window=5)
+    other = RewardShaper(CostConfig(window=5))
     other.load_state_dict(old_state)
     assert other.state_dict() == sh.state_dict()
     assert other.evaluate(0.5, 2.0, 0.2) == sh.evaluate(0.5, 2.0, 0.2)

@@ -167,7 +167,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             select_metric=ts.select_metric,
             verbose=ts.verbose,
             check_summary=budget.check_validation,
-            reward_shaper=RewardShaper.from_config(config.cost),
+            reward_shaper=RewardShaper(config.cost),
         )
         ckpt_dir = run_dir / "checkpoints" / "last"
 
