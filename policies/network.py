@@ -66,18 +66,11 @@ class ObsLayout:
     @classmethod
     def from_spec(cls, spec: Any) -> ObsLayout:
         """Build from an ``envs.observation.ObservationSpec`` (or anything with the same fields)."""
-
-        def pair(s: slice) -> tuple[int, int]:
-            return (int(s.start), int(s.stop))
-
         return cls(
             n_modules=int(spec.n_modules),
             embed_dim=int(spec.embed_dim),
             n_scalars=int(spec.n_scalars),
-            module_slice=pair(spec.module_slice),
-            query_slice=pair(spec.query_slice),
-            input_slice=pair(spec.input_slice),
-            scalar_slice=pair(spec.scalar_slice),
+            **{k: (int(getattr(spec, k).start), int(getattr(spec, k).stop)) for k in _SLICE_KEYS},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,14 +117,10 @@ class NetworkConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dict."""
         return {
+            **asdict(self),
             "layout": self.layout.to_dict(),
-            "hidden": self.hidden,
-            "latent": self.latent,
             "pi_layers": list(self.pi_layers),
             "vf_layers": list(self.vf_layers),
-            "activation": self.activation,
-            "n_actions": self.n_actions,
-            "extra": dict(self.extra),
         }
 
     @classmethod
