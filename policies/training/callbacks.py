@@ -53,6 +53,13 @@ def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callabl
     return decide
 
 
+def cache_counts(cache: Any | None) -> tuple[int, int]:
+    """``(hits, misses)`` of a ``CallCache`` so far (``(0, 0)`` without one)."""
+    if cache is None:
+        return (0, 0)
+    return int(getattr(cache, "hits", 0)), int(getattr(cache, "misses", 0))
+
+
 class EpisodeStatsCallback(BaseCallback):
     """Log per-rollout means of the training episodes' reward parts, costs and tiers.
 
@@ -66,14 +73,9 @@ class EpisodeStatsCallback(BaseCallback):
         self._rows: list[dict[str, Any]] = []
         self._cache_mark = (0, 0)
 
-    def _cache_counts(self) -> tuple[int, int]:
-        if self.cache is None:
-            return (0, 0)
-        return int(getattr(self.cache, "hits", 0)), int(getattr(self.cache, "misses", 0))
-
     def _on_rollout_start(self) -> None:
         self._rows = []
-        self._cache_mark = self._cache_counts()
+        self._cache_mark = cache_counts(self.cache)
 
     def _on_step(self) -> bool:
         for info, done in zip(self.locals.get("infos", []), self.locals.get("dones", []), strict=False):
@@ -102,7 +104,7 @@ class EpisodeStatsCallback(BaseCallback):
         ratios = tier_ratios([tuple(Tier[name] for name in info["tiers"].values()) for info in rows])
         for key, share in ratios.items():
             log(f"tiers/{key}", share)
-        hits, misses = self._cache_counts()
+        hits, misses = cache_counts(self.cache)
         d_hits, d_miss = hits - self._cache_mark[0], misses - self._cache_mark[1]
         if d_hits + d_miss:
             log("cache/hit_rate", d_hits / (d_hits + d_miss))

@@ -23,7 +23,12 @@ from envs.question_bank import question_bank_from
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy
 from policies.sb3_policy import router_policy_kwargs
-from policies.training.callbacks import CheckpointCallback, EpisodeStatsCallback, ValidationCallback
+from policies.training.callbacks import (
+    CheckpointCallback,
+    EpisodeStatsCallback,
+    ValidationCallback,
+    cache_counts,
+)
 from policies.training.checkpoint import (
     check_checkpoint,
     checkpoint_step,
@@ -52,12 +57,6 @@ def _data_files(config: Config) -> list[Path]:
     return list(get_benchmark(bench.name, data_dir=config.data_dir, **bench.options).data_files())
 
 
-def _cache_counts(cache: Any | None) -> tuple[int, int]:
-    if cache is None:
-        return (0, 0)
-    return int(getattr(cache, "hits", 0)), int(getattr(cache, "misses", 0))
-
-
 def export_metadata(config: Config, components: Any, provenance: Mapping[str, Any]) -> dict[str, Any]:
     """What every exported router records about how it was trained."""
     return {
@@ -83,12 +82,12 @@ def _write_run_record(
     hydra_overrides: Sequence[str] | None,
 ) -> None:
     """``config.yaml``, ``run_metadata.json`` and (from ``train.py``) ``.hydra/``, secrets redacted."""
-    public = redact(dict(cfg))
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(public, sort_keys=False))
+    public = yaml.safe_dump(redact(dict(cfg)), sort_keys=False)
+    atomic_write_text(run_dir / "config.yaml", public)
     atomic_write_json(run_dir / "run_metadata.json", provenance)
     if hydra_overrides is not None:
         # Hydra's own .hydra/ would be written before any check (configs/config.yaml turns it off).
-        atomic_write_text(run_dir / ".hydra" / "config.yaml", yaml.safe_dump(public, sort_keys=False))
+        atomic_write_text(run_dir / ".hydra" / "config.yaml", public)
         overrides = redact_argv(list(hydra_overrides))
         atomic_write_text(run_dir / ".hydra" / "overrides.yaml", yaml.safe_dump(overrides))
 
@@ -155,7 +154,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
         tracker = Tracker(run_dir, run_name, ws, redact(cfg), verbose=ts.verbose, csv_name=csv_name)
         budget = FailureBudget(ts.max_failure_rate, str(redact(dict(config.backend))))
-        hits0, miss0 = _cache_counts(components.cache)
+        hits0, miss0 = cache_counts(components.cache)
 
         validation = ValidationCallback(
             val_items,
@@ -230,7 +229,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         # fixed paths measured on the same validation questions; before the call counts, which
         # include its calls.
         verdict = validation.fixed_path_verdict()
-        hits1, miss1 = _cache_counts(components.cache)
+        hits1, miss1 = cache_counts(components.cache)
         calls = (hits1 - hits0) + (miss1 - miss0)
         _, md_report = validation.write_report()
         best = validation.best_summary or {}
