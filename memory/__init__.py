@@ -7,21 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 #: public name -> submodule that defines it.
 _EXPORTS: dict[str, str] = {
-    "Encoder": "memory.encoder",
-    "get_encoder": "memory.encoder",
-    "register_encoder": "memory.encoder",
-    "HashingEncoder": "memory.encoder",
-    "MiniLMEncoder": "memory.encoder",
-    "MemoryConfig": "memory.config",
-    "MODES": "memory.config",
-    "HierarchicalMemory": "memory.hierarchical",
-    "RetrievedItem": "memory.hierarchical",
-    "MemoryLoadError": "memory.persistence",
-    "EntityExtractor": "memory.entities",
-    "PATTERN_SETS": "memory.entities",
-    "get_reranker": "memory.rerank",
-    "Reranker": "memory.rerank",
-    "calibrate_gate_threshold": "memory.calibration",
+    name: module
+    for module, names in {
+        "memory.encoder": ("Encoder", "get_encoder", "register_encoder", "HashingEncoder", "MiniLMEncoder"),
+        "memory.config": ("MemoryConfig", "MODES"),
+        "memory.hierarchical": ("HierarchicalMemory", "RetrievedItem"),
+        "memory.persistence": ("MemoryLoadError",),
+        "memory.entities": ("EntityExtractor", "PATTERN_SETS"),
+        "memory.rerank": ("get_reranker", "Reranker"),
+        "memory.calibration": ("calibrate_gate_threshold",),
+    }.items()
+    for name in names
 }
 
 __all__ = [
