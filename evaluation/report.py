@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -343,16 +343,7 @@ def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) 
         "baseline_frontier": report.baseline_frontier,
         "scores": {k: vars(v) for k, v in report.scores.items()},
         "router_metrics": rmr.router_metrics_dict(report.router_metrics) if report.router_metrics else None,
-        "targets": [
-            {
-                "name": t.name,
-                "quality_ratio": t.quality_ratio.to_dict(),
-                "cost_ratio": t.cost_ratio.to_dict(),
-                "passed": t.passed,
-                "robust": t.robust,
-            }
-            for t in report.targets
-        ],
+        "targets": [asdict(t) for t in report.targets],
         "dominance": None
         if dom is None
         else {
