@@ -65,6 +65,15 @@ def test_verdict_says_the_fixed_path_is_the_best_when_dearer_paths_do_not_pay():
     assert "+0.0667 F1" in why  # all-HIGH's F1 gain over all-LOW, at 10x the module cost
 
 
+def test_verdict_compares_each_lambda_not_the_mean_over_lambda():
+    # all-HIGH beats all-LOW at λ = 0 (0.3 vs 0.233) but loses at λ = 0.1 and on the mean over both
+    v, _ = _verdict((L,) * 5, lambdas=(0.0, 0.1))
+    why = v["lines"][-2]
+    assert why.startswith("why: at λ = 0, all-high scores a higher objective (0.3000 vs 0.2333)")
+    assert "λ = 0.1" not in why and "300 timesteps" in why
+    assert v["lines"][1].endswith("(mean over λ)")
+
+
 def test_verdict_adds_a_non_uniform_router_path():
     v, ran = _verdict((L, L, L, L, M))
     assert ran[-1] == (L, L, L, L, M) and v["router_path"] == "fixed:L,L,L,L,M"
