@@ -124,13 +124,13 @@ class MemoryConfig:
         from memory.eviction import POLICIES
         from memory.rerank import RERANKERS
 
-        for name, what, known in (
-            ("entity_patterns", "pattern set", PATTERN_SETS),
-            ("eviction_policy", "policy", POLICIES),
-            ("reranker", "reranker", RERANKERS),
+        for name, what, known, optional in (
+            ("entity_patterns", "pattern set", PATTERN_SETS, False),
+            ("eviction_policy", "policy", POLICIES, True),
+            ("reranker", "reranker", RERANKERS, True),
         ):
             value = getattr(self, name)
-            if value is not None and value not in known:
+            if not (optional and value is None) and value not in known:
                 raise ValueError(f"MemoryConfig.{name}: unknown {what} {value!r}; known: {sorted(known)}")
 
     @property

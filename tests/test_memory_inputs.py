@@ -65,6 +65,8 @@ def test_unknown_mode_reranker_and_patterns():
         MemoryConfig(reranker="msmarco")
     with pytest.raises(ValueError, match="unknown pattern set 'x'"):
         MemoryConfig(entity_patterns="x")
+    with pytest.raises(ValueError, match="unknown pattern set None"):  # not optional, unlike the reranker
+        MemoryConfig(entity_patterns=None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown field"):
         MemoryConfig.from_dict({"l1_capacity": 5, "colour": "red"})
 
