@@ -65,6 +65,9 @@ class RewardConfig:
 
     #: f1 | em | judge (judge needs ``judge.enabled``).
     task_metric: str = "f1"
+    #: none | question: subtract the running mean task score of the episode's question from
+    #: training rewards (envs.task_baseline; validation is unaffected).
+    task_baseline: str = "none"
 
 
 @dataclass
@@ -226,6 +229,7 @@ ADDED_BY_SCHEMA = (
     "cost.alpha.min",
     "cost.alpha.max",
     "cost.alpha.std_floor",
+    "reward.task_baseline",
 )
 
 

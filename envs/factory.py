@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.components import EnvComponents, make_components
-from envs.config_schema import CostConfig, QuestionBankConfig, parse
+from envs.config_schema import CostConfig, QuestionBankConfig, RewardConfig, check_choice, parse
 from envs.question_bank import QuestionItem, question_bank_from
 from envs.reward import RewardShaper
 from envs.router_env import MemoryRouterEnv
+from envs.task_baseline import TASK_BASELINES, make_task_baseline
 
 
 def make_env(
@@ -32,7 +33,7 @@ def make_env(
         seed: Seed of the question order.
 
     Returns:
-        The environment (with its own reward shaper: the cost window and α history).
+        The environment (with its own reward shaper: the cost window, α history and task baseline).
     """
     # Only the sections read here: with prebuilt components and items a config may hold no more.
     cost = parse(CostConfig, config.get("cost") or {}, "config section 'cost'")
@@ -40,7 +41,9 @@ def make_env(
     if items is None:
         qb = parse(QuestionBankConfig, config.get("question_bank") or {}, "config section 'question_bank'")
         items = question_bank_from(config, split or qb.split, comps.encoder)
-    shaper = RewardShaper(cost)
+    reward = parse(RewardConfig, config.get("reward") or {}, "config section 'reward'")
+    check_choice("reward.task_baseline", reward.task_baseline, TASK_BASELINES)
+    shaper = RewardShaper(cost, make_task_baseline(reward.task_baseline))
     return MemoryRouterEnv(items, comps, shaper, task_metric=comps.task_metric, seed=seed)
 
 

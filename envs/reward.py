@@ -11,6 +11,7 @@ import numpy as np
 from common.cost_weight import check_lambda
 from envs.config_schema import AlphaConfig, CostConfig
 from envs.cost_normalizer import CostNormalizer, percentile_linear
+from envs.task_baseline import QuestionBaseline
 
 __all__ = [
     "ALPHA_MODES",
@@ -125,17 +126,24 @@ class RewardShaper:
         cost: The config's ``cost`` section (:class:`envs.config_schema.CostConfig`): its window,
             percentiles and ``alpha`` settings are the shaper's; the other keys (λ, unit,
             ``include_answer_cost``) belong to other consumers. Default: the schema's defaults.
+        baseline: Optional per-question baseline (``reward.task_baseline``) subtracted from the
+            task term of training rewards: ``reward = r_task − b(question) + λ·α·r_cost``. α is
+            still estimated on the raw ``r_task``, so λ means the same with and without it, and
+            :meth:`evaluate` (validation) never subtracts it.
 
     Raises:
         ValueError: On bad normaliser/α settings.
     """
 
-    def __init__(self, cost: CostConfig | None = None) -> None:
+    def __init__(self, cost: CostConfig | None = None, baseline: QuestionBaseline | None = None) -> None:
         c = cost or CostConfig()
         self.normalizer = CostNormalizer(window=c.window, low_pct=c.low_pct, high_pct=c.high_pct)
         self.alignment = CostAlignment(c.alpha)
+        self.baseline = baseline
 
-    def shape(self, r_task: float, raw_cost: float, cost_lambda: float) -> tuple[float, dict[str, float]]:
+    def shape(
+        self, r_task: float, raw_cost: float, cost_lambda: float, question_id: str | None = None
+    ) -> tuple[float, dict[str, float]]:
         """Reward for one finished episode; updates the cost window and the α history.
 
         The window and α do not depend on λ, so one shaper serves every λ of a λ-conditioned run.
@@ -144,14 +152,16 @@ class RewardShaper:
             r_task: Task score (token F1 or judge score, in [0, 1]).
             raw_cost: Raw episode cost in the configured unit (>= 0).
             cost_lambda: This episode's λ.
+            question_id: The episode's question (needed when the shaper has a baseline).
 
         Returns:
             ``(reward, terms)`` where ``terms`` holds ``r_task``, ``raw_cost``, ``cost_norm``
             (ĉ), ``r_cost``, ``alpha``, ``cost_lambda``, ``cost_term`` (λ·α·r_cost),
-            ``p_low``, ``p_high`` and ``reward``.
+            ``task_baseline`` (b, 0 without a baseline), ``p_low``, ``p_high`` and ``reward``.
 
         Raises:
-            ValueError: On a non-finite task score, an invalid cost or λ.
+            ValueError: On a non-finite task score, an invalid cost or λ, or a baseline without
+                a question id.
         """
         rt = _finite_task(r_task)
         lam = check_lambda(cost_lambda)
@@ -159,7 +169,13 @@ class RewardShaper:
         r_cost = 1.0 - c_hat
         alpha = self.alignment.update(rt, r_cost)
         cost_term = lam * alpha * r_cost
-        reward = rt + cost_term
+        b = 0.0
+        if self.baseline is not None:
+            if question_id is None:
+                raise ValueError("a reward shaper with a task baseline needs the episode's question_id")
+            b = self.baseline.value(question_id)
+            self.baseline.update(question_id, rt)
+        reward = rt - b + cost_term
         terms = {
             "r_task": rt,
             "raw_cost": float(raw_cost),
@@ -168,6 +184,7 @@ class RewardShaper:
             "alpha": alpha,
             "cost_lambda": lam,
             "cost_term": cost_term,
+            "task_baseline": b,
             "reward": reward,
             **bounds,
         }
@@ -194,11 +211,14 @@ class RewardShaper:
         return rt + lam * self.alignment.alpha * (1.0 - c_hat)
 
     def state_dict(self) -> dict[str, Any]:
-        """Serializable state (normaliser window and α history)."""
-        return {
+        """Serializable state (normaliser window, α history and the task baseline, if any)."""
+        state: dict[str, Any] = {
             "normalizer": self.normalizer.state_dict(),
             "alignment": self.alignment.state_dict(),
         }
+        if self.baseline is not None:
+            state["task_baseline"] = self.baseline.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore from :meth:`state_dict`.
@@ -208,3 +228,9 @@ class RewardShaper:
         """
         self.normalizer.load_state_dict(state["normalizer"])
         self.alignment.load_state_dict(state["alignment"])
+        # A shaper without a baseline also serves validation, which loads the training worker's
+        # statistics and ignores its baseline.
+        if self.baseline is not None:
+            if "task_baseline" not in state:
+                raise ValueError("saved reward-shaper state has no task baseline, but one is configured")
+            self.baseline.load_state_dict(state["task_baseline"])

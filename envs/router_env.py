@@ -131,7 +131,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         record = ep.finish(run_judge=self.task_metric == "judge")
         raw_cost = episode_cost(record, self.include_answer_cost)
         task = record.task_score(self.task_metric)
-        reward, terms = self.reward_shaper.shape(task, raw_cost, ep.cost_lambda)
+        reward, terms = self.reward_shaper.shape(task, raw_cost, ep.cost_lambda, record.question_id)
         record = _with_reward(record, reward)
         self.episodes_done += 1
         info.update(terminal_info(record, terms, raw_cost))

@@ -37,6 +37,7 @@ from evaluation.frontier_runner import (
     safe_id,
 )
 from evaluation.frontier_systems import baseline_systems, find_checkpoints, router_systems
+from evaluation.headroom import stratified
 from evaluation.oracle import oracle_system
 from evaluation.report import (
     analyse,
@@ -94,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     a("--limit", type=int, default=None, help="evaluate at most N test questions (bank selection order)")
+    a(
+        "--stratified",
+        action="store_true",
+        help="with --limit: categories in proportion to the split, as `evaluate.py headroom --limit` "
+        "chooses them (so both evaluate the same questions and share the call cache)",
+    )
     a("--max-samples", type=int, default=None, help="use only the first N histories of the split")
     a("--judge", action="store_true", help="also score answers with the LLM judge (judge.enabled=true)")
     a(
@@ -142,14 +149,22 @@ def run(args: argparse.Namespace) -> int:
     _warn_config_mismatch(router_cfgs, ckpts)
     components = make_components(cfg)
     try:
-        test_cfg = copy.deepcopy(cfg)
-        test_cfg["question_bank"]["limit"] = args.limit
-        items = question_bank_from(test_cfg, args.split, components.encoder, progress=not args.no_progress)
+        items = test_items(args, cfg, components)
         return run_with(
             args, cfg, components, items, routers, ckpts, lambda: _val_items(args, cfg, components)
         )
     finally:
         components.close()
+
+
+def test_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:
+    """The evaluated questions: the first ``--limit`` of the bank, or a stratified ``--limit``."""
+    test_cfg = copy.deepcopy(cfg)
+    test_cfg["question_bank"]["limit"] = None if args.stratified else args.limit
+    items = question_bank_from(test_cfg, args.split, components.encoder, progress=not args.no_progress)
+    if args.stratified:
+        items = stratified(items, args.limit, lambda it: str(it.question.category))
+    return list(items)
 
 
 def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[str, Any]]) -> None:
@@ -276,7 +291,7 @@ def run_with(
         write_router_metrics_csv(report.router_metrics, out / "router_metrics.csv")
     write_json(report, out / "frontier.json", meta)
     title = f"{bench} / {args.split}: {len(qids)} questions" + (
-        f" (limit {args.limit})" if args.limit else ""
+        f" ({'stratified ' if args.stratified else ''}limit {args.limit})" if args.limit else ""
     )
     plot_frontier(report, out / "frontier.png", title=title)
     print(f"\n{title}\n")

@@ -304,3 +304,26 @@ def test_script_config_composes_the_experiment_and_leaves_the_bank_uncut():
     plain = script_config("none", [])
     assert "keep_evidence" not in (plain["strategy"].get("options") or {})
     assert script_config(None, []) == plain
+
+
+def test_stratified_limit_matches_headroom_selection(tmp_path, monkeypatch):
+    from evaluation.headroom import stratified
+
+    bank = make_fake_bank(6)[:14]  # 6 + 6 + 2 questions of three categories
+    seen_limits = []
+
+    def fake_bank(cfg, split, encoder, progress=True):
+        seen_limits.append(cfg["question_bank"]["limit"])
+        n = cfg["question_bank"]["limit"]
+        return bank[:n] if n else list(bank)
+
+    monkeypatch.setattr(cli_frontier, "question_bank_from", fake_bank)
+    comps = make_fake_components()
+    cfg = {"question_bank": {}}
+    plain = cli_frontier.test_items(_args(tmp_path, "--limit", "7"), cfg, comps)
+    strat = cli_frontier.test_items(_args(tmp_path, "--limit", "7", "--stratified"), cfg, comps)
+    assert seen_limits == [7, None]  # the stratified pick needs the whole split
+    assert [it.question.question_id for it in plain] == [it.question.question_id for it in bank[:7]]
+    cats = [it.question.category for it in strat]
+    assert len(strat) == 7 and len(set(cats)) == 3  # the first 7 in bank order hold only two
+    assert strat == stratified(bank, 7, lambda it: str(it.question.category))

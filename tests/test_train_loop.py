@@ -198,6 +198,26 @@ def test_resume_continues_from_the_checkpoint(shared, tmp_path):
         train(_cfg(shared, tmp_path, f"resume={tmp_path / 'nowhere'}"))
 
 
+@pytest.mark.slow
+@needs_locomo
+def test_question_baseline_is_checkpointed_and_resumed(shared, tmp_path):
+    from policies.training.loop import train
+
+    first = train(_cfg(shared, tmp_path, "reward.task_baseline=question"))
+    run = tmp_path / first["run_name"]
+
+    def counts() -> int:
+        state = json.loads((run / "checkpoints/last/state.json").read_text())
+        return sum(sum(e["reward_shaper"]["task_baseline"]["count"].values()) for e in state["envs"])
+
+    assert counts() == 8  # 40 steps = 8 episodes over the two workers
+    more = ("reward.task_baseline=question", f"resume={run}", "train.total_timesteps=60")
+    train(_cfg(shared, tmp_path, *more))
+    assert counts() == 12  # the per-question means continued, not restarted
+    with pytest.raises(ValueError, match="different config"):
+        train(_cfg(shared, tmp_path, f"resume={run}", "train.total_timesteps=80", f"run_dir={run}"))
+
+
 def test_validation_state_from_another_metric_forgets_the_best(tmp_path, capsys):
     from policies.training.callbacks import ValidationCallback
 
