@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from common.atomic import atomic_write_with
+from evaluation.aggregate import SystemSummary
 from evaluation.frontier import Point, pareto_frontier
 from evaluation.report import FrontierReport
 from evaluation.router_metrics import nondecreasing_hull
@@ -134,19 +135,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
     ax.set_title("cost-quality frontier (95% bootstrap CIs)", fontsize=10)
 
     if ax_t is not None:
-        width = 0.8 / len(routers)
-        x = np.arange(len(MODULE_ORDER))
-        for i, s in enumerate(routers):
-            shares = [s.tier_ratios[m]["MID"] + 2 * s.tier_ratios[m]["HIGH"] for m in MODULE_ORDER]
-            ax_t.bar(
-                x + i * width, shares, width, color=colours(i / max(len(routers) - 1, 1) * 0.85), label=s.name
-            )
-        ax_t.set_xticks(x + 0.4 - width / 2, MODULE_ORDER)
-        ax_t.set_ylim(0, 2)
-        ax_t.set_yticks([0, 1, 2], ["LOW", "MID", "HIGH"])
-        ax_t.set_ylabel("mean tier chosen")
-        ax_t.legend(fontsize=7)
-        ax_t.set_title("routers: mean tier per module", fontsize=10)
+        _draw_tier_shares(ax_t, routers)
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -158,6 +147,46 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         return atomic_write_with(path, _save)
     finally:
         plt.close(fig)
+
+
+#: Bar colours of the tiers (light to dark: cheap to dear).
+_TIER_COLOURS = {"LOW": "#c6dbef", "MID": "#6baed6", "HIGH": "#08519c"}
+
+
+def _draw_tier_shares(ax: plt.Axes, routers: list[SystemSummary]) -> None:
+    """Per module, one stacked LOW/MID/HIGH bar per router (as BudgetMem's Fig. 4 shows them by λ).
+
+    A λ-conditioned router contributes one system per λ, so its bars read left to right as λ grows
+    when the routers are listed that way (the report's order).
+    """
+    n = len(routers)
+    width = 0.8 / n
+    x = np.arange(len(MODULE_ORDER))
+    for i, s in enumerate(routers):
+        bottom = np.zeros(len(MODULE_ORDER))
+        for tier, colour in _TIER_COLOURS.items():
+            share = np.array([s.tier_ratios[m][tier] for m in MODULE_ORDER], dtype=float)
+            ax.bar(
+                x + i * width,
+                share,
+                width * 0.92,
+                bottom=bottom,
+                color=colour,
+                edgecolor="white",
+                linewidth=0.4,
+                label=tier if i == 0 else None,
+            )
+            bottom += share
+        lam = s.params.get("cost_lambda")
+        tag = f"λ={lam:g}" if isinstance(lam, (int, float)) else s.name
+        for j in range(len(MODULE_ORDER)):
+            ax.text(x[j] + i * width, 1.01, tag, rotation=90, fontsize=6, ha="center", va="bottom")
+    ax.set_xticks(x + 0.4 - width / 2, MODULE_ORDER)
+    ax.set_ylim(0, 1.35)
+    ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
+    ax.set_ylabel("share of questions")
+    ax.legend(fontsize=7, loc="upper right", ncol=3)
+    ax.set_title("routers: tier shares per module (one bar per router / λ)", fontsize=10)
 
 
 def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point]) -> None:
