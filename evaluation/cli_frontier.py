@@ -93,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="resolved config YAML (default: first checkpoint's config, else configs/)",
     )
+    a(
+        "--experiment",
+        default=None,
+        help="configs/experiment/<name>.yaml composed into the default config (baselines-only runs; "
+        "routers bring their recorded config)",
+    )
     a("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     a("--limit", type=int, default=None, help="evaluate at most N test questions (bank selection order)")
     a(

@@ -327,3 +327,12 @@ def test_stratified_limit_matches_headroom_selection(tmp_path, monkeypatch):
     cats = [it.question.category for it in strat]
     assert len(strat) == 7 and len(set(cats)) == 3  # the first 7 in bank order hold only two
     assert strat == stratified(bank, 7, lambda it: str(it.question.category))
+
+
+def test_experiment_flag_composes_the_experiment_for_baseline_runs(tmp_path):
+    from evaluation.frontier_config import resolve_config
+
+    cfg = resolve_config(_args(tmp_path, "--experiment", "cpu_quality"), [])
+    assert cfg["strategy"]["options"]["keep_evidence"] is True
+    with pytest.raises(ValueError, match="cannot be combined"):
+        resolve_config(_args(tmp_path, "--experiment", "cpu_quality"), [{"benchmark": {"name": "locomo"}}])
