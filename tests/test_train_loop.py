@@ -179,6 +179,12 @@ def test_resume_continues_from_the_checkpoint(shared, tmp_path):
     history = json.loads((run / "validation.json").read_text())["history"]
     assert [h["step"] for h in history] == [20, 40, 60]
     assert (run / "progress.csv").is_file() and (run / "progress-from-40.csv").is_file()
+    # One line per training episode, per piece: 8 episodes before the resume, 4 after.
+    first_eps = [json.loads(x) for x in (run / "episodes.jsonl").read_text().splitlines()]
+    later_eps = [json.loads(x) for x in (run / "episodes-from-40.jsonl").read_text().splitlines()]
+    assert (len(first_eps), len(later_eps)) == (8, 4)
+    assert all(40 < e["step"] <= 60 for e in later_eps) and all(e["step"] <= 40 for e in first_eps)
+    assert all(len(e["tiers"].split(",")) == 5 and 0.0 <= e["f1"] <= 1.0 for e in first_eps + later_eps)
     state = json.loads((run / "checkpoints/last/state.json").read_text())
     assert state["num_timesteps"] == 60
     # The reward normaliser kept its window: 8 episodes before + 4 after.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -65,28 +66,67 @@ class EpisodeStatsCallback(BaseCallback):
 
     Args:
         cache: The shared ``CallCache`` (its hit/miss counters give the rollout's hit rate), or None.
+        episodes_path: Optional JSONL file that gets one line per training episode (step,
+            question, category, λ, tiers, F1, costs, reward parts), appended after each rollout,
+            so what the router chose for which question can be analysed after the run.
     """
 
-    def __init__(self, cache: Any | None = None, verbose: int = 0) -> None:
+    def __init__(
+        self, cache: Any | None = None, verbose: int = 0, episodes_path: str | Path | None = None
+    ) -> None:
         super().__init__(verbose)
         self.cache = cache
+        self.episodes_path = Path(episodes_path) if episodes_path is not None else None
         self._rows: list[dict[str, Any]] = []
+        self._steps: list[int] = []
         self._cache_mark = (0, 0)
 
     def _on_rollout_start(self) -> None:
         self._rows = []
+        self._steps = []
         self._cache_mark = cache_counts(self.cache)
 
     def _on_step(self) -> bool:
         for info, done in zip(self.locals.get("infos", []), self.locals.get("dones", []), strict=False):
             if done and "reward_terms" in info:
                 self._rows.append(info)
+                self._steps.append(int(self.num_timesteps))
         return True
+
+    def _append_episodes(self) -> None:
+        if self.episodes_path is None:
+            return
+        lines = []
+        for step, info in zip(self._steps, self._rows, strict=True):
+            terms = info["reward_terms"]
+            lines.append(
+                json.dumps(
+                    {
+                        "step": step,
+                        "question_id": info["question_id"],
+                        "category": info["category"],
+                        "cost_lambda": terms["cost_lambda"],
+                        "tiers": ",".join(name[0] for name in info["tiers"].values()),
+                        "f1": info["f1"],
+                        "module_cost": info["cost"]["module"],
+                        "answer_cost": info["cost"]["answer"],
+                        "reward": terms["reward"],
+                        "task_baseline": terms.get("task_baseline", 0.0),
+                        "cache_hit_rate": info["cache_hit_rate"],
+                    },
+                    sort_keys=True,
+                )
+            )
+        # An append-only log: a crash loses at most the rollout in flight, and a resumed run
+        # writes its own file (episodes-from-<step>.jsonl), as the progress CSV does.
+        with self.episodes_path.open("a", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
 
     def _on_rollout_end(self) -> None:
         rows = self._rows
         if not rows:
             return
+        self._append_episodes()
         log = self.logger.record
         terms: dict[str, list[float]] = defaultdict(list)
         for info in rows:

@@ -121,6 +121,8 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
     check_run_dir(run_dir, ckpt, config.overwrite)
     provenance = run_metadata(cfg, _data_files(config))
     csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
+    # One line per training episode (what was chosen for which question), per piece like the CSV.
+    episodes_name = csv_name.replace("progress", "episodes").replace(".csv", ".jsonl")
 
     # -- components and question banks -------------------------------------------------
     components = make_components(cfg)
@@ -202,7 +204,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         remaining = ts.total_timesteps - int(model.num_timesteps)
         callbacks = CallbackList(
             [
-                EpisodeStatsCallback(components.cache),
+                EpisodeStatsCallback(components.cache, episodes_path=run_dir / episodes_name),
                 budget,
                 validation,
                 CheckpointCallback(save, ts.checkpoint_freq),
