@@ -77,3 +77,11 @@ def test_verdict_compares_each_lambda_not_the_mean_over_lambda():
 def test_verdict_adds_a_non_uniform_router_path():
     v, ran = _verdict((L, L, L, L, M))
     assert ran[-1] == (L, L, L, L, M) and v["router_path"] == "fixed:L,L,L,L,M"
+
+
+def test_final_lines_say_when_no_validation_has_run():
+    from policies.training.loop import final_lines
+
+    assert final_lines(None, validated=False)[0].startswith("router: not validated yet")
+    assert final_lines(None, validated=True) == ["router: routes by question, not a fixed tier path"]
+    assert final_lines({"lines": ["router: a fixed path"]}, validated=True) == ["router: a fixed path"]

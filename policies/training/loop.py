@@ -270,7 +270,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         )
         _print_result(result, md_report)
         print(budget.final_line())
-        print("\n".join(verdict["lines"]) if verdict else "router: routes by question, not a fixed tier path")
+        print("\n".join(final_lines(verdict, validation.best_summary is not None)))
         return result
     finally:
         if tracker is not None:
@@ -280,6 +280,18 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         components.close()
         if lock is not None:
             lock.release()
+
+
+def final_lines(verdict: Mapping[str, Any] | None, validated: bool) -> list[str]:
+    """The run's last lines: the fixed-path verdict, or what the router is when there is none."""
+    if verdict:
+        return list(verdict["lines"])
+    if not validated:
+        return [
+            "router: not validated yet, so nothing was exported; the run validates when it reaches "
+            "train.total_timesteps (resume with a larger value)"
+        ]
+    return ["router: routes by question, not a fixed tier path"]
 
 
 def _print_result(result: Mapping[str, Any], md_report: Path) -> None:
@@ -312,6 +324,8 @@ def _print_result(result: Mapping[str, Any], md_report: Path) -> None:
         f"LLM calls {result['llm_calls']}: {result['cache_hits']} replayed from the call cache "
         f"({result['cache_hit_rate']:.0%}), {result['llm_calls'] - result['cache_hits']} computed"
     )
-    print(f"router:            {rel(result['router'])}")
+    # No validation has run (e.g. a resume at the checkpoint's step): no router was exported.
+    router = rel(result["router"]) if v else "none exported yet (no validation has run)"
+    print(f"router:            {router}")
     print(f"checkpoint:        {rel(result['checkpoint'])}  (resume=<this path>)")
     print(f"validation report: {rel(str(md_report))}")
