@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from modules.tier import MODULE_ORDER, Tier, parse_tiers
+from modules.tier import MODULE_ORDER, Tier, parse_tiers, tiers_label
 
 TierTuple = tuple[Tier, ...]
 #: ``evaluate(tiers) -> (quality, cost)`` on the validation split.
@@ -15,11 +15,6 @@ Evaluator = Callable[[TierTuple], tuple[float, float]]
 ALL_LOW: TierTuple = (Tier.LOW,) * len(MODULE_ORDER)
 ALL_HIGH: TierTuple = (Tier.HIGH,) * len(MODULE_ORDER)
 SEARCH_METHODS: tuple[str, ...] = ("greedy", "exhaustive", "candidates")
-
-
-def tiers_label(tiers: Sequence[Tier]) -> str:
-    """Return the ``"L,M,H,M,L"`` spelling used by ``policies.baselines.get_baseline('fixed:...')``."""
-    return ",".join(Tier(t).name[0] for t in tiers)
 
 
 @dataclass

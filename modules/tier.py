@@ -54,3 +54,8 @@ def parse_tiers(spec: str | Sequence[int | str | Tier]) -> tuple[Tier, ...]:
             f"tier tuple {spec!r} has {len(parts)} tiers, expected {len(MODULE_ORDER)} ({MODULE_ORDER})"
         )
     return tuple(Tier.parse(p) for p in parts)
+
+
+def tiers_label(tiers: Sequence[int | str | Tier]) -> str:
+    """Return the ``"L,M,H,M,L"`` spelling :func:`parse_tiers` reads (one letter per module)."""
+    return ",".join(Tier.parse(t).name[0] for t in tiers)

@@ -28,8 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-MODULES = ("filter", "entity", "temporal", "topic", "summary")
-TIERS = ("L", "M", "H")
+from modules.tier import MODULE_ORDER as MODULES
+from modules.tier import Tier
+
+#: The one-letter tier spelling of the log (``modules.tier.tiers_label``).
+TIERS = tuple(t.name[0] for t in Tier)
 
 
 def piece_key(path: Path) -> int:

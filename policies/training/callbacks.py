@@ -16,7 +16,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from common.atomic import atomic_write_json, atomic_write_text
 from envs.reward import RewardShaper
 from envs.router_env import episode_cost
-from modules.tier import Tier
+from modules.tier import Tier, tiers_label
 from policies.baselines import FixedTierPolicy
 from policies.export import export_router
 from policies.training.summary import (
@@ -106,7 +106,7 @@ class EpisodeStatsCallback(BaseCallback):
                         "question_id": info["question_id"],
                         "category": info["category"],
                         "cost_lambda": terms["cost_lambda"],
-                        "tiers": ",".join(name[0] for name in info["tiers"].values()),
+                        "tiers": tiers_label(list(info["tiers"].values())),
                         "f1": info["f1"],
                         "module_cost": info["cost"]["module"],
                         "answer_cost": info["cost"]["answer"],
