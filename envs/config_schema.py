@@ -13,6 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from common.config_error import ConfigError
 from common.cost_weight import CostWeight
+from modules.tier import Tier
 
 T = TypeVar("T")
 
@@ -68,6 +69,24 @@ class RewardConfig:
     #: none | question: subtract the running mean task score of the episode's question from
     #: training rewards (envs.task_baseline; validation is unaffected).
     task_baseline: str = "none"
+
+
+@dataclass
+class ActionsConfig:
+    """``actions``: which tiers the router may choose."""
+
+    #: The dearest tier the router may choose: HIGH (every tier) | MID (LOW or MID) | LOW. Lowering
+    #: it removes the dearer tiers from the action space (``Discrete(max_tier + 1)``); fixed-path
+    #: baselines and evaluation still run every tier.
+    max_tier: str = "HIGH"
+
+    def __post_init__(self) -> None:
+        try:
+            Tier.parse(self.max_tier)
+        except ValueError:
+            raise ConfigError(
+                f"config actions.max_tier={self.max_tier!r} is unknown; choose one of LOW, MID, HIGH"
+            ) from None
 
 
 @dataclass
@@ -181,6 +200,7 @@ class EnvConfig:
     question_bank: QuestionBankConfig = field(default_factory=QuestionBankConfig)
     cost: CostConfig = field(default_factory=CostConfig)
     reward: RewardConfig = field(default_factory=RewardConfig)
+    actions: ActionsConfig = field(default_factory=ActionsConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     #: Benchmark data (default: $BUDGET_ROUTER_DATA or ../shared/data).
     data_dir: str | None = None
@@ -230,6 +250,7 @@ ADDED_BY_SCHEMA = (
     "cost.alpha.max",
     "cost.alpha.std_floor",
     "reward.task_baseline",
+    "actions.max_tier",
 )
 
 
@@ -244,4 +265,7 @@ def without_added_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
             node = node.get(p) if isinstance(node, dict) else None
         if isinstance(node, dict) and leaf in node and node[leaf] == OmegaConf.select(defaults, dotted):
             del node[leaf]
+            # a section that only held added keys goes too (``actions: {max_tier: HIGH}``)
+            if not node and len(parents) == 1 and out.get(parents[0]) == {}:
+                del out[parents[0]]
     return out

@@ -7,11 +7,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.components import EnvComponents, make_components
-from envs.config_schema import CostConfig, QuestionBankConfig, RewardConfig, check_choice, parse
+from envs.config_schema import (
+    ActionsConfig,
+    CostConfig,
+    QuestionBankConfig,
+    RewardConfig,
+    check_choice,
+    parse,
+)
 from envs.question_bank import QuestionItem, question_bank_from
 from envs.reward import RewardShaper
 from envs.router_env import MemoryRouterEnv
 from envs.task_baseline import TASK_BASELINES, make_task_baseline
+from modules.tier import Tier
 
 
 def make_env(
@@ -44,7 +52,10 @@ def make_env(
     reward = parse(RewardConfig, config.get("reward") or {}, "config section 'reward'")
     check_choice("reward.task_baseline", reward.task_baseline, TASK_BASELINES)
     shaper = RewardShaper(cost, make_task_baseline(reward.task_baseline))
-    return MemoryRouterEnv(items, comps, shaper, task_metric=comps.task_metric, seed=seed)
+    actions = parse(ActionsConfig, config.get("actions") or {}, "config section 'actions'")
+    return MemoryRouterEnv(
+        items, comps, shaper, task_metric=comps.task_metric, seed=seed, max_tier=Tier.parse(actions.max_tier)
+    )
 
 
 def make_registered_env(

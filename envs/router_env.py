@@ -29,6 +29,8 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         seed: Seed of the question order (None = nondeterministic until ``reset(seed=...)``).
         include_answer_cost: Add the answer-generation cost to the cost the reward sees;
             None uses ``components.include_answer_cost``.
+        max_tier: The dearest tier an action may choose; the action space is
+            ``Discrete(max_tier + 1)`` (HIGH: all three tiers).
 
     Raises:
         ValueError: On an empty bank, an unknown metric or ``"judge"`` without a judge.
@@ -45,6 +47,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         seed: int | None = None,
         *,
         include_answer_cost: bool | None = None,
+        max_tier: Tier = Tier.HIGH,
     ) -> None:
         super().__init__()
         if not items:
@@ -64,7 +67,8 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         )
         self.spec_obs = components.obs_builder.spec
         self.observation_space = self.spec_obs.space()
-        self.action_space = gym.spaces.Discrete(len(Tier))
+        self.max_tier = Tier.parse(max_tier)
+        self.action_space = gym.spaces.Discrete(int(self.max_tier) + 1)
         self._order: np.ndarray = np.arange(len(self.items))
         self._cursor = 0
         self._episode: Episode | None = None
@@ -151,9 +155,8 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         # As Gymnasium's CartPole does, the action space decides what is valid (an int or a 0-d
         # integer array in range); a clear error instead of an assert, which python -O would drop.
         if not self.action_space.contains(action):
-            raise ValueError(
-                f"action must be an integer in {self.action_space} (0 LOW, 1 MID, 2 HIGH), got {action!r}"
-            )
+            allowed = ", ".join(f"{int(t)} {t.name}" for t in Tier if t <= self.max_tier)
+            raise ValueError(f"action must be an integer in {self.action_space} ({allowed}), got {action!r}")
         return Tier(int(action))
 
     # ------------------------------------------------------------------ resume support

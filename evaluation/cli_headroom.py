@@ -31,6 +31,7 @@ from evaluation.headroom import (
     format_headroom,
     format_ladder,
     gold_texts,
+    known_contexts,
     plot_headroom,
     select_contexts,
     stratified,
@@ -73,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate every context on the selected questions, then print and write the table."""
     if args.list_contexts:
-        for c in select_contexts("all"):
+        for c in known_contexts():
             print(c.name)
         return 0
     try:

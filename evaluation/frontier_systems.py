@@ -9,8 +9,7 @@ from typing import Any
 
 from common.provenance import sha256_file
 from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run, same_for_every_item
-from evaluation.tier_search import tiers_label
-from modules.tier import MODULE_ORDER, Tier
+from modules.tier import MODULE_ORDER, Tier, tiers_label
 from policies.baselines import get_baseline
 from policies.router import METADATA_FILE, WEIGHTS_FILE, Router
 

@@ -63,13 +63,32 @@ def headroom_contexts(single_module: bool = True) -> list[Context]:
     return out
 
 
+def upgrade_contexts() -> list[Context]:
+    """``LOW, m=MID`` per module: all-LOW with one module raised to MID.
+
+    The cheap side of the ladder: what one module's MID buys on its own, and at what cost, when
+    every other module stays at its cheapest tier (the path a cost-aware router starts from).
+    Not in the default set (five more answer passes); name them in ``--contexts``.
+    """
+    out = []
+    for module_idx, module in enumerate(MODULE_ORDER):
+        tiers = tuple(Tier.MID if i == module_idx else Tier.LOW for i in range(len(MODULE_ORDER)))
+        out.append(Context(f"LOW, {module}=MID", "pipeline", tiers))
+    return out
+
+
+def known_contexts() -> list[Context]:
+    """Every context ``--contexts`` can name: the default set, then :func:`upgrade_contexts`."""
+    return headroom_contexts(single_module=True) + upgrade_contexts()
+
+
 def select_contexts(names: str | None, single_module: bool = True) -> list[Context]:
     """The contexts named in a comma list (``None``/``"all"``: every context).
 
     Raises:
         ValueError: For an unknown context name (the known ones are listed).
     """
-    known = headroom_contexts(single_module=True)
+    known = known_contexts()
     if names in (None, "", "all"):
         return headroom_contexts(single_module)
     by_name = {c.name: c for c in known}
@@ -253,7 +272,8 @@ def summarise_headroom(
 
 #: ``(rung, dearer context, cheaper context)`` for every rung of the tier ladder: the uniform
 #: rungs, then per module its MID over its LOW (all-MID against ``MID, m=LOW``) and its HIGH
-#: over its MID (``MID, m=HIGH`` against all-MID), the per-module ordering issue #13 asks for.
+#: over its MID (``MID, m=HIGH`` against all-MID), the per-module ordering issue #13 asks for;
+#: last, per module its MID over its LOW with every other module at LOW (``LOW, m=MID``).
 LADDER_STEPS: tuple[tuple[str, str, str], ...] = (
     ("all: MID over LOW", "all-MID", "all-LOW"),
     ("all: HIGH over MID", "all-HIGH", "all-MID"),
@@ -266,6 +286,7 @@ LADDER_STEPS: tuple[tuple[str, str, str], ...] = (
             (f"{m}: HIGH over MID", f"MID, {m}=HIGH", "all-MID"),
         )
     ),
+    *((f"{m}: MID over LOW, rest LOW", f"LOW, {m}=MID", "all-LOW") for m in MODULE_ORDER),
 )
 
 

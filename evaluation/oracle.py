@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaluation.aggregate import Run, SystemRuns, align_runs
-from modules.tier import MODULE_ORDER, Tier
+from modules.tier import MODULE_ORDER, tiers_label
 
 ORACLE_NAME = "oracle"
 
@@ -18,7 +18,7 @@ def path_label(record: Mapping[str, Any]) -> str:
     raw = record["tiers"]
     if isinstance(raw, Mapping):
         raw = [raw[m] for m in MODULE_ORDER]
-    return ",".join(Tier.parse(t).name[0] for t in raw)
+    return tiers_label(raw)
 
 
 def _num(record: Mapping[str, Any], key: str) -> float:

@@ -117,7 +117,8 @@ def export_router(
             "format_version": FORMAT_VERSION,
             "network": actor.config.to_dict(),
             "module_order": module_order,
-            "tiers": [t.name for t in Tier],
+            # the tiers the network's logits stand for (fewer than three under actions.max_tier)
+            "tiers": [t.name for t in Tier][: actor.config.n_actions],
             "weights_sha256": digest,
         }
         atomic_write_json(tmp / METADATA_FILE, full)

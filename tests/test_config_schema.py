@@ -106,3 +106,9 @@ def test_record_fingerprints_and_resume_hashes_are_those_from_before_the_schema(
     cfg = load_config([*CPU_QUALITY, "judge.protocol=locomo"])
     cfg["question_bank"].update(max_samples=None, limit=None)
     assert record_fingerprint(cfg, checksums) != expected["cpu_quality"][1]
+
+
+def test_an_unknown_max_tier_is_refused_naming_key_and_value():
+    with pytest.raises(ConfigError, match=r"actions\.max_tier='XL' is unknown; choose one of LOW, MID, HIGH"):
+        parse_config(load_config(["actions.max_tier=XL"]))
+    assert parse_config(load_config(["actions.max_tier=mid"]))  # any spelling Tier.parse reads

@@ -275,3 +275,16 @@ def trajectory_from_current(env: MemoryRouterEnv, n: int):
             *_, r, _, _, _ = env.step(i % 3)
         out.append((info["question_id"], r))
     return out
+
+
+def test_max_tier_narrows_the_action_space():
+    comps = make_fake_components(cost_weight=CostWeight(0.3))
+    env = MemoryRouterEnv(make_fake_bank(4), comps, RewardShaper(), seed=0, max_tier=Tier.MID)
+    assert env.action_space == gym.spaces.Discrete(2)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"Discrete\(2\) \(0 LOW, 1 MID\), got 2"):
+        env.step(2)
+    done, info = False, {}
+    while not done:
+        _, _, done, _, info = env.step(1)
+    assert set(info["tiers"].values()) == {"MID"}

@@ -27,12 +27,13 @@ from evaluation.headroom import (
     format_ladder,
     gold_texts,
     headroom_contexts,
+    known_contexts,
     select_contexts,
     stratified,
     summarise_headroom,
     summarise_ladder,
 )
-from modules.tier import Tier
+from modules.tier import MODULE_ORDER, Tier
 from tests.support import needs_locomo
 
 
@@ -89,6 +90,11 @@ def test_select_contexts_by_name_and_unknown():
     assert [c.name for c in select_contexts("all-LOW,all-HIGH")] == ["all-LOW", "all-HIGH"]
     assert [c.name for c in select_contexts("MID, filter=HIGH;all-MID")] == ["MID, filter=HIGH", "all-MID"]
     assert [c.name for c in select_contexts("MID, filter=LOW")] == ["MID, filter=LOW"]
+    # the cheap side of the ladder is named, not in the default set
+    (up,) = select_contexts("LOW, temporal=MID")
+    assert up.tiers == (Tier.LOW, Tier.LOW, Tier.MID, Tier.LOW, Tier.LOW) and up.kind == "pipeline"
+    assert "LOW, temporal=MID" not in [c.name for c in select_contexts("all")]
+    assert [c.name for c in known_contexts()][-5:] == [f"LOW, {m}=MID" for m in MODULE_ORDER]
     with pytest.raises(ValueError, match=r"unknown headroom contexts.*all-ULTRA"):
         select_contexts("all-ULTRA")
 
@@ -178,12 +184,17 @@ def test_ladder_rungs_paired_verdicts():
         "all-MID": _recs("all-MID", [0.1, 0.3, 0.5, 0.7]),  # +0.1 on every question
         "all-HIGH": _recs("all-HIGH", [0.1, 0.3, 0.5, 0.7]),  # = MID on every question
         "MID, filter=LOW": _recs("MID, filter=LOW", [0.3, 0.5, 0.7, 0.9]),  # LOW filter beats MID's
+        "LOW, temporal=MID": _recs("LOW, temporal=MID", [0.0, 0.2, 0.4, 0.8]),  # pays on one question
     }
     steps = {s["step"]: s for s in summarise_ladder(records, qids, n_boot=200, seed=0, alpha=0.05)}
     # only rungs with both contexts evaluated; constant per-question differences give point CIs
     assert set(steps) == {f"all: {r}" for r in ("MID over LOW", "HIGH over MID", "HIGH over LOW")} | {
-        "filter: MID over LOW"
+        "filter: MID over LOW",
+        "temporal: MID over LOW, rest LOW",
     }
+    rest_low = steps["temporal: MID over LOW, rest LOW"]
+    assert (rest_low["dearer"], rest_low["cheaper"]) == ("LOW, temporal=MID", BASELINE)
+    assert rest_low["df1"]["mean"] == pytest.approx(0.05) and rest_low["ordered"]
     mid = steps["all: MID over LOW"]
     assert mid["df1"]["mean"] == pytest.approx(0.1) and mid["df1"]["lo"] == pytest.approx(0.1)
     assert mid["ordered"] and mid["pays"]

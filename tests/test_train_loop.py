@@ -244,3 +244,19 @@ def test_validation_state_from_another_metric_forgets_the_best(tmp_path, capsys)
     assert other.best_score is None and other.best_step is None
     assert other.history == old.history and other.last_eval_step == 20
     assert "selected on 'f1'" in capsys.readouterr().out
+
+
+def test_max_tier_mid_trains_and_exports_a_two_tier_router(shared, tmp_path):
+    from policies.training.loop import train
+
+    out = train(_cfg(shared, tmp_path, "actions.max_tier=MID"))
+    run = tmp_path / out["run_name"]
+    router = Router.load(run / "router")
+    assert router.metadata["tiers"] == ["LOW", "MID"]
+    # every decision of the exported router is LOW or MID, whatever it sees
+    probes = np.random.default_rng(0).normal(size=(64, router.layout.dim)).astype(np.float32)
+    assert set(router.act(probes).tolist()) <= {0, 1}
+    steps = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+    assert steps and all("H" not in s["tiers"] for s in steps)
+    state = json.loads((run / "checkpoints/last/state.json").read_text())
+    assert state["validation"]["history"][-1]["p_high"] == 0.0

@@ -35,9 +35,10 @@ def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callabl
 
     Args:
         model: The PPO model.
-        probs_out: If given, each decision's tier probabilities (LOW, MID, HIGH) are appended.
-            The argmax hides how close a tier came to being chosen; the probabilities show a
-            policy moving away from HIGH before its argmax flips.
+        probs_out: If given, each decision's tier probabilities (LOW, MID, HIGH) are appended;
+            tiers above the action space's ``actions.max_tier`` get 0. The argmax hides how close
+            a tier came to being chosen; the probabilities show a policy moving away from HIGH
+            before its argmax flips.
     """
 
     def decide(obs: np.ndarray, module: str) -> Tier:
@@ -48,7 +49,8 @@ def ppo_decide(model: Any, probs_out: list[np.ndarray] | None = None) -> Callabl
         obs_t, _ = model.policy.obs_to_tensor(obs)
         with torch.no_grad():
             probs = model.policy.get_distribution(obs_t).distribution.probs.reshape(-1)
-        probs_out.append(probs.cpu().numpy().astype(np.float64))
+        p = probs.cpu().numpy().astype(np.float64)
+        probs_out.append(np.pad(p, (0, len(Tier) - p.size)))
         return Tier(int(torch.argmax(probs)))
 
     return decide
