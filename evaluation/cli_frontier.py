@@ -176,7 +176,9 @@ def test_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -
 def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[str, Any]]) -> None:
     """Warn when routers were trained with different pipelines (they are all evaluated with one)."""
     prints = [record_fingerprint(c, {}) if c else None for c in router_cfgs]
-    known = [(p, c["path"]) for p, c in zip(prints, ckpts, strict=True) if p is not None]
+    # one config per checkpoint file, but one record per (checkpoint, λ) for a λ-conditioned router
+    paths = list(dict.fromkeys(c["path"] for c in ckpts))
+    known = [(p, path) for p, path in zip(prints, paths, strict=True) if p is not None]
     if len({p for p, _ in known}) > 1:
         print(
             "warning: the routers' recorded configs differ in evaluation-relevant sections (benchmark, "

@@ -336,3 +336,17 @@ def test_experiment_flag_composes_the_experiment_for_baseline_runs(tmp_path):
     assert cfg["strategy"]["options"]["keep_evidence"] is True
     with pytest.raises(ValueError, match="cannot be combined"):
         resolve_config(_args(tmp_path, "--experiment", "cpu_quality"), [{"benchmark": {"name": "locomo"}}])
+
+
+def test_config_check_pairs_one_config_with_every_lambda_of_a_conditioned_router(capsys):
+    from evaluation.cli_frontier import _warn_config_mismatch
+
+    cfg = {"benchmark": {"name": "locomo"}, "strategy": {"name": "implementation"}}
+    # a λ-conditioned router: one checkpoint and config, one record per λ (this raised before)
+    conditioned = [{"path": "a/router", "cost_lambda": lam} for lam in (0.0, 0.5)]
+    _warn_config_mismatch([cfg], conditioned)
+    assert "warning" not in capsys.readouterr().out
+    other = {**cfg, "strategy": {"name": "reasoning"}}
+    _warn_config_mismatch([cfg, other], [*conditioned, {"path": "b/router", "cost_lambda": 0.3}])
+    out = capsys.readouterr().out
+    assert "warning: the routers' recorded configs differ" in out and "a/router" in out and "b/router" in out
