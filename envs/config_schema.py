@@ -265,7 +265,6 @@ def without_added_defaults(cfg: Mapping[str, Any]) -> dict[str, Any]:
             node = node.get(p) if isinstance(node, dict) else None
         if isinstance(node, dict) and leaf in node and node[leaf] == OmegaConf.select(defaults, dotted):
             del node[leaf]
-            # a section that only held added keys goes too (``actions: {max_tier: HIGH}``)
-            if not node and len(parents) == 1 and out.get(parents[0]) == {}:
+            if len(parents) == 1 and not node:  # a section that held only added keys goes too
                 del out[parents[0]]
     return out

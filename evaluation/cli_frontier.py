@@ -49,8 +49,9 @@ from evaluation.report import (
     write_json,
 )
 from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
-from evaluation.tier_search import SEARCH_METHODS, TierTuple, parse_tiers, search_fixed_tiers, tiers_label
+from evaluation.tier_search import SEARCH_METHODS, TierTuple, search_fixed_tiers
 from modules.cache_pack import cache_summary_line
+from modules.tier import parse_tiers, tiers_label
 
 DEFAULT_BASELINES = "all-low,all-mid,all-high,random,best-fixed"
 

@@ -19,7 +19,8 @@ from envs.config_schema import without_added_defaults
 from envs.question_bank import QuestionItem
 from envs.rollout import DecideFn, run_episode
 from evaluation.aggregate import Run, SystemRuns
-from evaluation.tier_search import TierTuple, tiers_label
+from evaluation.tier_search import TierTuple
+from modules.tier import tiers_label
 from policies.baselines import FixedTierPolicy, RandomPolicy
 
 #: Config sections that change an evaluation record (others, e.g. ppo/train/wandb, do not).

@@ -2,8 +2,8 @@ import itertools
 
 import pytest
 
-from evaluation.tier_search import ALL_HIGH, search_fixed_tiers, tiers_label
-from modules.tier import Tier
+from evaluation.tier_search import ALL_HIGH, search_fixed_tiers
+from modules.tier import Tier, tiers_label
 
 COST = {Tier.LOW: 0.0, Tier.MID: 1.0, Tier.HIGH: 10.0}
 # quality gain per module (filter, entity, temporal, topic, summary) at MID and HIGH
