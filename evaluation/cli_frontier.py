@@ -80,9 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--baselines",
         default=DEFAULT_BASELINES,
-        help="comma list: all-low, all-mid, all-high, random, best-fixed, single-module (the 10 one-module "
-        "changes from all-MID, more paths for the oracle), fixed:L,M,H,M,L (separate several fixed tuples "
-        "with ';')",
+        help="comma list: all-low, all-mid, all-high, random, random:MID (LOW or MID, the action space of "
+        "an actions.max_tier=MID router), best-fixed, single-module (the 10 one-module changes from "
+        "all-MID, more paths for the oracle), fixed:L,M,H,M,L (separate several fixed tuples with ';')",
     )
     a(
         "--random-seeds",

@@ -20,7 +20,7 @@ from envs.question_bank import QuestionItem
 from envs.rollout import DecideFn, run_episode
 from evaluation.aggregate import Run, SystemRuns
 from evaluation.tier_search import TierTuple
-from modules.tier import tiers_label
+from modules.tier import Tier, tiers_label
 from policies.baselines import FixedTierPolicy, RandomPolicy
 
 #: Config sections that change an evaluation record (others, e.g. ppo/train/wandb, do not).
@@ -176,11 +176,22 @@ def question_seed(seed: int, question_id: str) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
-def random_run(seed: int) -> RunSpec:
-    """Run spec of the uniformly random baseline with ``seed``."""
+def random_run(seed: int, max_tier: Tier = Tier.HIGH) -> RunSpec:
+    """Run spec of the uniformly random baseline with ``seed``.
+
+    Args:
+        seed: Seed of the per-question generators.
+        max_tier: Dearest tier drawn. ``Tier.MID`` draws LOW or MID, the action space of a router
+            trained with ``actions.max_tier=MID``, so the router meets chance in its own space.
+    """
+    n = int(max_tier) + 1
+    # The full ladder keeps probs=None and its name: numpy draws differently with explicit probs, and
+    # records written before max_tier existed must replay.
+    probs = None if max_tier == Tier.HIGH else [1.0 / n if t < n else 0.0 for t in range(len(Tier))]
+    name = f"random-s{seed}" if max_tier == Tier.HIGH else f"random-{max_tier.name.lower()}-s{seed}"
     return RunSpec(
-        f"random-s{seed}",
-        lambda item: RandomPolicy(question_seed(seed, item.question.question_id)).decide,
+        name,
+        lambda item: RandomPolicy(question_seed(seed, item.question.question_id), probs=probs).decide,
         seed=seed,
     )
 

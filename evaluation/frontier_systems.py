@@ -138,9 +138,8 @@ def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSp
     systems: list[SystemSpec] = []
     for name in _split_baselines(args.baselines):
         low = name.lower()
-        if low == "random":
-            seeds = [int(s) for s in str(args.random_seeds).split(",") if s.strip()]
-            systems.append(SystemSpec("random", "baseline", [random_run(s) for s in seeds], {"seeds": seeds}))
+        if low == "random" or low.startswith("random:"):
+            systems.append(random_system(name, args.random_seeds))
         elif low == "single-module":
             systems += single_module_systems()
         elif low == "best-fixed":
@@ -163,6 +162,27 @@ def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSp
                 SystemSpec(label, "baseline", [fixed_run(tuple(tiers))], {"tiers": tiers_label(tiers)})
             )
     return systems
+
+
+def random_system(name: str, seeds_spec: str) -> SystemSpec:
+    """The random baseline ``random`` (every tier) or ``random:MID`` (LOW or MID), one run per seed.
+
+    Raises:
+        ValueError: On a tier after ``random:`` other than LOW, MID or HIGH.
+    """
+    seeds = [int(s) for s in str(seeds_spec).split(",") if s.strip()]
+    _, _, tier_name = name.partition(":")
+    try:
+        max_tier = Tier.parse(tier_name.strip()) if tier_name.strip() else Tier.HIGH
+    except ValueError:
+        raise ValueError(
+            f"--baselines {name!r}: the tier after 'random:' must be LOW, MID or HIGH, got {tier_name!r}"
+        ) from None
+    if max_tier == Tier.HIGH:
+        return SystemSpec("random", "baseline", [random_run(s) for s in seeds], {"seeds": seeds})
+    label = f"random (≤{max_tier.name})"
+    runs = [random_run(s, max_tier) for s in seeds]
+    return SystemSpec(label, "baseline", runs, {"seeds": seeds, "max_tier": max_tier.name})
 
 
 def single_module_systems() -> list[SystemSpec]:

@@ -350,3 +350,24 @@ def test_config_check_pairs_one_config_with_every_lambda_of_a_conditioned_router
     _warn_config_mismatch([cfg, other], [*conditioned, {"path": "b/router", "cost_lambda": 0.3}])
     out = capsys.readouterr().out
     assert "warning: the routers' recorded configs differ" in out and "a/router" in out and "b/router" in out
+
+
+def test_random_mid_draws_only_low_and_mid_and_keeps_the_full_random_unchanged():
+    items = make_fake_bank(6)
+    comps = make_fake_components()
+    full = frontier_systems.random_system("random", "0,1")
+    narrow = frontier_systems.random_system("random:MID", "0,1")
+    assert full.name == "random" and [r.run_id for r in full.runs] == ["random-s0", "random-s1"]
+    assert narrow.name == "random (≤MID)" and narrow.params["max_tier"] == "MID"
+    assert [r.run_id for r in narrow.runs] == ["random-mid-s0", "random-mid-s1"]
+    episodes = [run_episode(it, run.decide_for(it), comps) for run in narrow.runs for it in items]
+    drawn = {t for ep in episodes for t in ep.tiers}
+    assert drawn == {Tier.LOW, Tier.MID}
+    # the full ladder still draws exactly as before max_tier existed (records on disk replay)
+    from policies.baselines import RandomPolicy
+
+    it = items[0]
+    old = RandomPolicy(frontier_runner.question_seed(0, it.question.question_id)).decide
+    assert run_episode(it, full.runs[0].decide_for(it), comps).tiers == run_episode(it, old, comps).tiers
+    with pytest.raises(ValueError, match=r"random:TOP.*LOW, MID or HIGH"):
+        frontier_systems.random_system("random:TOP", "0")
