@@ -69,6 +69,10 @@ class RewardConfig:
     #: none | question: subtract the running mean task score of the episode's question from
     #: training rewards (envs.task_baseline; validation is unaffected).
     task_baseline: str = "none"
+    #: Divide each training reward by ``1 + λ·α`` (envs.reward): one λ-conditioned router's λs
+    #: then give rewards of one scale, so PPO's batch-normalised advantages are not all the
+    #: largest λ's cost term. Each λ's best policy is unchanged (a positive constant per λ).
+    lambda_scale: bool = False
 
 
 @dataclass
@@ -250,6 +254,7 @@ ADDED_BY_SCHEMA = (
     "cost.alpha.max",
     "cost.alpha.std_floor",
     "reward.task_baseline",
+    "reward.lambda_scale",
     "actions.max_tier",
 )
 

@@ -51,7 +51,7 @@ def make_env(
         items = question_bank_from(config, split or qb.split, comps.encoder)
     reward = parse(RewardConfig, config.get("reward") or {}, "config section 'reward'")
     check_choice("reward.task_baseline", reward.task_baseline, TASK_BASELINES)
-    shaper = RewardShaper(cost, make_task_baseline(reward.task_baseline))
+    shaper = RewardShaper(cost, make_task_baseline(reward.task_baseline), lambda_scale=reward.lambda_scale)
     actions = parse(ActionsConfig, config.get("actions") or {}, "config section 'actions'")
     return MemoryRouterEnv(
         items, comps, shaper, task_metric=comps.task_metric, seed=seed, max_tier=Tier.parse(actions.max_tier)

@@ -130,16 +130,29 @@ class RewardShaper:
             task term of training rewards: ``reward = r_task − b(question) + λ·α·r_cost``. α is
             still estimated on the raw ``r_task``, so λ means the same with and without it, and
             :meth:`evaluate` (validation) never subtracts it.
+        lambda_scale: Divide training rewards by ``1 + λ·α`` (``reward.lambda_scale``). A positive
+            constant per λ leaves each λ's best policy unchanged; what it changes is the batch:
+            without it a λ-conditioned run over λ ∈ {0, …, 10} has λ = 10 episodes whose cost
+            term spreads ~10× wider than any λ = 0 reward, and PPO's advantage normalisation over
+            the batch turns the λ = 0 task signal into noise (RESULTS.md, run 4). :meth:`evaluate`
+            stays unscaled, the objective as written.
 
     Raises:
         ValueError: On bad normaliser/α settings.
     """
 
-    def __init__(self, cost: CostConfig | None = None, baseline: QuestionBaseline | None = None) -> None:
+    def __init__(
+        self,
+        cost: CostConfig | None = None,
+        baseline: QuestionBaseline | None = None,
+        *,
+        lambda_scale: bool = False,
+    ) -> None:
         c = cost or CostConfig()
         self.normalizer = CostNormalizer(window=c.window, low_pct=c.low_pct, high_pct=c.high_pct)
         self.alignment = CostAlignment(c.alpha)
         self.baseline = baseline
+        self.lambda_scale = bool(lambda_scale)
 
     def shape(
         self, r_task: float, raw_cost: float, cost_lambda: float, question_id: str | None = None
@@ -157,7 +170,8 @@ class RewardShaper:
         Returns:
             ``(reward, terms)`` where ``terms`` holds ``r_task``, ``raw_cost``, ``cost_norm``
             (ĉ), ``r_cost``, ``alpha``, ``cost_lambda``, ``cost_term`` (λ·α·r_cost),
-            ``task_baseline`` (b, 0 without a baseline), ``p_low``, ``p_high`` and ``reward``.
+            ``task_baseline`` (b, 0 without a baseline), ``reward_scale`` (the divisor, 1 without
+            ``lambda_scale``), ``p_low``, ``p_high`` and ``reward``.
 
         Raises:
             ValueError: On a non-finite task score, an invalid cost or λ, or a baseline without
@@ -175,7 +189,8 @@ class RewardShaper:
                 raise ValueError("a reward shaper with a task baseline needs the episode's question_id")
             b = self.baseline.value(question_id)
             self.baseline.update(question_id, rt)
-        reward = rt - b + cost_term
+        scale = 1.0 + lam * alpha if self.lambda_scale else 1.0
+        reward = (rt - b + cost_term) / scale
         terms = {
             "r_task": rt,
             "raw_cost": float(raw_cost),
@@ -185,6 +200,7 @@ class RewardShaper:
             "cost_lambda": lam,
             "cost_term": cost_term,
             "task_baseline": b,
+            "reward_scale": scale,
             "reward": reward,
             **bounds,
         }

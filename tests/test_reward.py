@@ -196,3 +196,31 @@ def test_shaper_loads_state_saved_when_it_still_held_lambda():
     other.load_state_dict(old_state)
     assert other.state_dict() == sh.state_dict()
     assert other.evaluate(0.5, 2.0, 0.2) == sh.evaluate(0.5, 2.0, 0.2)
+
+
+def test_lambda_scale_divides_by_one_plus_lambda_alpha_and_keeps_each_lambdas_ranking():
+    fixed = AlphaConfig(mode="fixed", value=2.0)
+    plain = RewardShaper(CostConfig(window=10, alpha=fixed))
+    scaled = RewardShaper(CostConfig(window=10, alpha=fixed), lambda_scale=True)
+    history = [(1.0, 1.0, 0.5), (0.0, 9.0, 3.0), (0.5, 4.0, 0.0)]
+    for rt, c, lam in history:
+        r_plain, t_plain = plain.shape(rt, c, lam)
+        r_scaled, t_scaled = scaled.shape(rt, c, lam)
+        # same window, same α: only the divisor differs, 1 + λ·α (1 at λ = 0)
+        assert t_scaled["reward_scale"] == pytest.approx(1.0 + lam * 2.0) and t_plain["reward_scale"] == 1.0
+        assert r_scaled == pytest.approx(r_plain / (1.0 + lam * 2.0))
+    # hand case at λ = 3 after the history: window sqrt [1, 3, 2, 2] -> P5 1.15, P95 2.85
+    r, _ = scaled.shape(0.5, 4.0, 3.0)
+    c_hat = (2.0 - 1.15) / 1.7
+    assert r == pytest.approx((0.5 + 3.0 * 2.0 * (1 - c_hat)) / 7.0)
+    plain.shape(0.5, 4.0, 3.0)  # keep both windows equal
+    # within one λ the order of two episodes never changes (each λ's best policy is the same) ...
+    a, _ = scaled.shape(0.9, 8.0, 3.0)
+    b, _ = scaled.shape(0.2, 0.5, 3.0)
+    a0, _ = plain.shape(0.9, 8.0, 3.0)
+    b0, _ = plain.shape(0.2, 0.5, 3.0)
+    assert (a > b) == (a0 > b0)
+    # ... while across λ the rewards now share one range: |reward| <= 1 for r_task, r_cost in [0, 1]
+    assert abs(scaled.shape(0.0, 0.0, 10.0)[0]) <= 1.0 < abs(plain.shape(0.0, 0.0, 10.0)[0])
+    # validation scores the objective as written
+    assert scaled.evaluate(0.5, 4.0, 3.0) == pytest.approx(plain.evaluate(0.5, 4.0, 3.0))

@@ -104,3 +104,10 @@ def test_unknown_task_baseline_is_a_config_error():
     assert make_task_baseline("none") is None
     with pytest.raises(ValueError, match="unknown"):
         make_task_baseline("group")
+
+
+def test_env_from_config_passes_lambda_scale_to_its_shaper():
+    comps = make_fake_components(cost_weight=CostWeight(0.5))
+    off = make_env({}, items=make_fake_bank(1), components=comps, seed=0)
+    on = make_env({"reward": {"lambda_scale": True}}, items=make_fake_bank(1), components=comps, seed=0)
+    assert not off.reward_shaper.lambda_scale and on.reward_shaper.lambda_scale
