@@ -184,11 +184,14 @@ def random_run(seed: int, max_tier: Tier = Tier.HIGH) -> RunSpec:
         max_tier: Dearest tier drawn. ``Tier.MID`` draws LOW or MID, the action space of a router
             trained with ``actions.max_tier=MID``, so the router meets chance in its own space.
     """
-    n = int(max_tier) + 1
     # The full ladder keeps probs=None and its name: numpy draws differently with explicit probs, and
     # records written before max_tier existed must replay.
-    probs = None if max_tier == Tier.HIGH else [1.0 / n if t < n else 0.0 for t in range(len(Tier))]
-    name = f"random-s{seed}" if max_tier == Tier.HIGH else f"random-{max_tier.name.lower()}-s{seed}"
+    probs: list[float] | None = None
+    name = f"random-s{seed}"
+    if max_tier != Tier.HIGH:
+        n = int(max_tier) + 1
+        probs = [1.0 / n if t < n else 0.0 for t in range(len(Tier))]
+        name = f"random-{max_tier.name.lower()}-s{seed}"
     return RunSpec(
         name,
         lambda item: RandomPolicy(question_seed(seed, item.question.question_id), probs=probs).decide,

@@ -171,18 +171,18 @@ def random_system(name: str, seeds_spec: str) -> SystemSpec:
         ValueError: On a tier after ``random:`` other than LOW, MID or HIGH.
     """
     seeds = [int(s) for s in str(seeds_spec).split(",") if s.strip()]
-    _, _, tier_name = name.partition(":")
+    tier_name = name.partition(":")[2].strip()
     try:
-        max_tier = Tier.parse(tier_name.strip()) if tier_name.strip() else Tier.HIGH
+        max_tier = Tier.parse(tier_name) if tier_name else Tier.HIGH
     except ValueError:
         raise ValueError(
             f"--baselines {name!r}: the tier after 'random:' must be LOW, MID or HIGH, got {tier_name!r}"
         ) from None
-    if max_tier == Tier.HIGH:
-        return SystemSpec("random", "baseline", [random_run(s) for s in seeds], {"seeds": seeds})
-    label = f"random (≤{max_tier.name})"
     runs = [random_run(s, max_tier) for s in seeds]
-    return SystemSpec(label, "baseline", runs, {"seeds": seeds, "max_tier": max_tier.name})
+    if max_tier == Tier.HIGH:
+        return SystemSpec("random", "baseline", runs, {"seeds": seeds})
+    params = {"seeds": seeds, "max_tier": max_tier.name}
+    return SystemSpec(f"random (≤{max_tier.name})", "baseline", runs, params)
 
 
 def single_module_systems() -> list[SystemSpec]:
