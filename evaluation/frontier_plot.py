@@ -27,6 +27,67 @@ _LABELS = {
 }
 
 
+#: Costs spanning more than this ratio get a symlog x-axis (all-HIGH can cost 10^6x all-LOW, which
+#: on a linear axis squeezes every cheap system into one pixel column at x = 0).
+LOG_SPAN = 100.0
+
+
+def x_scale(costs: list[float]) -> tuple[str, float]:
+    """Choose the cost axis: ``("linear", 0)`` or ``("symlog", linthresh)``.
+
+    Symlog (not log) keeps a zero-cost system plottable; its linear band ends at the cheapest
+    positive cost, so every positive cost sits on the logarithmic part.
+
+    Args:
+        costs: The plotted costs (finite).
+
+    Returns:
+        The matplotlib scale name and, for symlog, its ``linthresh``.
+    """
+    pos = [c for c in costs if c > 0]
+    if len(pos) < 2 or max(pos) / min(pos) <= LOG_SPAN:
+        return "linear", 0.0
+    return "symlog", min(pos)
+
+
+def merge_labels(items: list[tuple[float, float, str]], scale: str) -> list[tuple[float, float, str]]:
+    """Join the labels of points that sit on one spot, so they print once and legibly.
+
+    A point joins the first earlier spot within 1% of the quality span (at least 0.001) and,
+    on the cost axis, within 0.05 decades (symlog; non-positive costs are one spot) or 1% of the
+    largest cost (linear): closer than that, two labels overprint at the plot's size.
+
+    Args:
+        items: ``(cost, quality, label)`` per plotted point, in drawing order.
+        scale: The cost axis scale from :func:`x_scale`.
+
+    Returns:
+        One ``(cost, quality, "label1, label2...")`` per spot (at its first point), in first-seen order.
+    """
+    if not items:
+        return []
+    qs = [q for _, q, _ in items]
+    q_tol = max(0.01 * (max(qs) - min(qs)), 1e-3)
+    c_span = max(abs(c) for c, _, _ in items) or 1.0
+
+    def near_cost(a: float, b: float) -> bool:
+        if scale == "linear":
+            return abs(a - b) <= 0.01 * c_span
+        if a <= 0 or b <= 0:
+            return a <= 0 and b <= 0
+        return abs(math.log10(a / b)) <= 0.05
+
+    spots: list[tuple[float, float, list[str]]] = []
+    for cost, quality, text in items:
+        for c, q, texts in spots:
+            if abs(q - quality) <= q_tol and near_cost(c, cost):
+                texts.append(text)
+                break
+        else:
+            spots.append((cost, quality, [text]))
+    return [(c, q, ", ".join(texts)) for c, q, texts in spots]
+
+
 def _step_xy(points: list[Point], x_max: float) -> tuple[list[float], list[float]]:
     xs: list[float] = []
     ys: list[float] = []
@@ -80,6 +141,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             lw=1,
             label=f"{line.low} to {line.high} line{tag}",
         )
+    scale, linthresh = x_scale([p.cost for p in pts])
     colours = plt.get_cmap("viridis")
     for kind, family in (("baseline", "baselines"), ("router", "routers")):
         fam = [p for p in pts if p.kind == kind]
@@ -106,6 +168,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             alpha=0.8,
             label=label,
         )
+    labels: list[tuple[float, float, str]] = []
     for p in pts:
         s = by_name[p.name]
         eq, ec = s.metrics[q], s.metrics[c]
@@ -125,9 +188,13 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         prefix = "cond " if s.params.get("conditioned") else ""  # one λ-conditioned router's points
         text = f"{prefix}λ={lam:g}" if s.kind == "router" and isinstance(lam, (int, float)) else p.name
         if not s.params.get("single_module"):  # ten of them share a few spots: unlabelled grey squares
-            ax.annotate(text, (p.cost, p.quality), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            labels.append((p.cost, p.quality, text))
+    for x, y, text in merge_labels(labels, scale):
+        ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     _draw_router_metrics(ax, report, pts)
-    ax.set_xlabel(_LABELS.get(c, c))
+    if scale == "symlog":
+        ax.set_xscale("symlog", linthresh=linthresh)
+    ax.set_xlabel(_LABELS.get(c, c) + (" (symlog)" if scale == "symlog" else ""))
     ax.set_ylabel(_LABELS.get(q, q))
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)

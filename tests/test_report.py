@@ -116,3 +116,58 @@ def test_baselines_only_and_bad_metric(tmp_path):
     assert plot_frontier(rep, tmp_path / "b.png").stat().st_size > 0
     with pytest.raises(ValueError, match="unknown metric"):
         analyse(baselines(), quality="bleu")
+
+
+def test_x_scale_goes_symlog_only_when_costs_span_more_than_a_hundredfold():
+    from evaluation.frontier_plot import x_scale
+
+    assert x_scale([1.0, 3.0, 5.0]) == ("linear", 0.0)
+    assert x_scale([0.0, 1.0, 100.0]) == ("linear", 0.0)  # exactly 100x: still linear
+    # the cpu_quality ladder: all-LOW 0.0025 .. all-HIGH 12,847 GFLOPs
+    assert x_scale([0.0025, 0.0067, 69.3, 12847.0]) == ("symlog", 0.0025)
+    assert x_scale([0.0, 0.01, 5.0]) == ("symlog", 0.01)  # a zero cost stays on the axis
+    assert x_scale([0.0, 3.0]) == ("linear", 0.0)
+
+
+def test_merge_labels_joins_points_on_one_spot_and_keeps_the_rest():
+    from evaluation.frontier_plot import merge_labels
+
+    items = [
+        (0.0067, 0.4243, "cond λ=1"),
+        (0.0066, 0.4241, "cond λ=3"),  # log10(67/66) < 0.05 decades, ΔF1 < 1% of the F1 span
+        (0.0067, 0.4240, "fixed:L,L,M,L,L"),
+        (0.0025, 0.389, "all-low"),
+        (0.0025, 0.3885, "cond λ=10"),
+        (0.118, 0.425, "cond λ=0"),  # F1 on the spot, cost 1.2 decades away: its own spot
+        (69.3, 0.413, "all-mid"),
+    ]
+    merged = merge_labels(items, "symlog")
+    assert merged == [
+        (0.0067, 0.4243, "cond λ=1, cond λ=3, fixed:L,L,M,L,L"),
+        (0.0025, 0.389, "all-low, cond λ=10"),
+        (0.118, 0.425, "cond λ=0"),
+        (69.3, 0.413, "all-mid"),
+    ]
+    # on a linear axis up to 69.3, λ=0 at 0.118 is within 1% of the span: it joins the F1=0.424 spot
+    lin = merge_labels(items, "linear")
+    assert [t for _, _, t in lin] == [
+        "cond λ=1, cond λ=3, fixed:L,L,M,L,L, cond λ=0",
+        "all-low, cond λ=10",
+        "all-mid",
+    ]
+    assert merge_labels([(0.0, 0.5, "a"), (0.0, 0.5, "b"), (0.1, 0.5, "c")], "symlog") == [
+        (0.0, 0.5, "a, b"),
+        (0.1, 0.5, "c"),
+    ]
+
+
+def test_plot_with_a_wide_cost_span_renders(tmp_path):
+    sys_ = [
+        system("all-low", "baseline", 0.20, 0.002, "LOW"),
+        system("all-mid", "baseline", 0.40, 70.0, "MID"),
+        system("all-high", "baseline", 0.42, 12_000.0, "HIGH"),
+        system("router λ=1", "router", 0.41, 0.007, "MID", lam=1.0),
+    ]
+    rep = analyse(sys_)
+    blob = plot_frontier(rep, tmp_path / "w.png").read_bytes()
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 10_000
