@@ -36,7 +36,7 @@ from evaluation.frontier_runner import (
     record_fingerprint,
     safe_id,
 )
-from evaluation.frontier_systems import baseline_systems, find_checkpoints, router_systems
+from evaluation.frontier_systems import baseline_systems, labelled_checkpoints, router_systems
 from evaluation.headroom import stratified
 from evaluation.oracle import oracle_system
 from evaluation.report import (
@@ -69,8 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--routers",
         nargs="*",
         default=[],
-        metavar="PATH",
-        help="checkpoint dirs/zips, globs, or dirs to search",
+        metavar="[NAME=]PATH",
+        help="checkpoint dirs/zips, globs, or dirs to search; NAME= labels the systems of what it finds "
+        "(run3=<dir> run6=<dir> puts two λ-conditioned runs side by side as 'run3 λ=…' and 'run6 λ=…')",
     )
     a(
         "--checkpoint-glob",
@@ -142,8 +143,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate, aggregate, print and write the frontier; returns the exit code."""
-    paths = find_checkpoints(args.routers, args.checkpoint_glob) if args.routers else []
-    routers, ckpts, router_cfgs = router_systems(paths) if paths else ([], [], [])
+    labels = labelled_checkpoints(args.routers, args.checkpoint_glob) if args.routers else {}
+    routers, ckpts, router_cfgs = router_systems(list(labels), labels) if labels else ([], [], [])
     cfg = resolve_config(args, router_cfgs)
     qb = cfg.setdefault("question_bank", {})
     # A training config may restrict histories (max_samples) for speed; evaluation uses the whole

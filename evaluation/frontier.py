@@ -200,11 +200,21 @@ class Dominance:
             dominating router chosen is the cheapest one.
         verdict: ``"yes"`` (every baseline dominated), ``"partly"`` or ``"no"``.
         undominated_routers: Routers that no baseline dominates (on the joint frontier).
+        tied_by: ``{baseline: a router at exactly its cost and quality, or None}`` for the
+            baselines no router dominates. A tied baseline is on the routers' frontier, not
+            above it (a router whose λ makes it take the baseline's path, e.g. all-LOW at a
+            large λ).
     """
 
     dominated_by: dict[str, str | None]
     verdict: str
     undominated_routers: list[str] = field(default_factory=list)
+    tied_by: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def above_routers(self) -> list[str]:
+        """Baselines neither dominated nor tied by a router: the ones above the routers' frontier."""
+        return [b for b, r in self.dominated_by.items() if r is None and self.tied_by.get(b) is None]
 
 
 def dominance(routers: Sequence[Point], baselines: Sequence[Point]) -> Dominance:
@@ -222,7 +232,14 @@ def dominance(routers: Sequence[Point], baselines: Sequence[Point]) -> Dominance
     for b in sorted(baselines, key=lambda p: (p.cost, p.name)):
         winners = sorted((r for r in routers if dominates(r, b)), key=lambda r: (r.cost, -r.quality, r.name))
         by[b.name] = winners[0].name if winners else None
+    tied: dict[str, str | None] = {}
+    for b in baselines:
+        if by[b.name] is None:
+            # Exact equality: a router taking the baseline's path on every question reproduces its
+            # per-question records, hence bit-identical means.
+            same = sorted(r.name for r in routers if r.cost == b.cost and r.quality == b.quality)
+            tied[b.name] = same[0] if same else None
     n_dom = sum(v is not None for v in by.values())
     verdict = "yes" if by and n_dom == len(by) else ("partly" if n_dom else "no")
     survivors = [r.name for r in routers if not any(dominates(b, r) for b in baselines)]
-    return Dominance(dominated_by=by, verdict=verdict, undominated_routers=sorted(survivors))
+    return Dominance(dominated_by=by, verdict=verdict, undominated_routers=sorted(survivors), tied_by=tied)

@@ -184,9 +184,7 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         else:
             colour, marker = "dimgrey", "s"
         ax.errorbar([p.cost], [p.quality], xerr=xerr, yerr=yerr, fmt=marker, color=colour, ms=6, capsize=2)
-        lam = s.params.get("cost_lambda")
-        prefix = "cond " if s.params.get("conditioned") else ""  # one λ-conditioned router's points
-        text = f"{prefix}λ={lam:g}" if s.kind == "router" and isinstance(lam, (int, float)) else p.name
+        text = _router_tag(s, prefix_conditioned=True) if s.kind == "router" else p.name
         if not s.params.get("single_module"):  # ten of them share a few spots: unlabelled grey squares
             labels.append((p.cost, p.quality, text))
     for x, y, text in merge_labels(labels, scale):
@@ -214,6 +212,18 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         return atomic_write_with(path, _save)
     finally:
         plt.close(fig)
+
+
+def _router_tag(s: SystemSummary, *, prefix_conditioned: bool) -> str:
+    """Short plot label of a router point: ``run6 λ=1`` (labelled), ``cond λ=1``, ``λ=1`` or its name."""
+    lam = s.params.get("cost_lambda")
+    if not isinstance(lam, (int, float)):
+        return s.name
+    label = s.params.get("label")
+    if label:
+        return f"{label} λ={lam:g}"
+    # one λ-conditioned router's points
+    return ("cond " if prefix_conditioned and s.params.get("conditioned") else "") + f"λ={lam:g}"
 
 
 #: Bar colours of the tiers (light to dark: cheap to dear).
@@ -244,8 +254,7 @@ def _draw_tier_shares(ax: plt.Axes, routers: list[SystemSummary]) -> None:
                 label=tier if i == 0 else None,
             )
             bottom += share
-        lam = s.params.get("cost_lambda")
-        tag = f"λ={lam:g}" if isinstance(lam, (int, float)) else s.name
+        tag = _router_tag(s, prefix_conditioned=False)
         for j in range(len(MODULE_ORDER)):
             ax.text(x[j] + i * width, 1.01, tag, rotation=90, fontsize=6, ha="center", va="bottom")
     ax.set_xticks(x + 0.4 - width / 2, MODULE_ORDER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,56 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
     return sorted({p.resolve() for p in found})
 
 
+#: ``NAME=PATTERN`` in ``--routers``: NAME is a plain word (no ``/``), so a path with ``=`` in a
+#: directory name (Hydra's ``cost.lambda=0.3``) is not taken for one when it exists as given.
+_LABEL = re.compile(r"^([A-Za-z0-9_.+-]+)=(.+)$")
+
+
+def labelled_checkpoints(patterns: list[str], name_glob: str = "*") -> dict[Path, str | None]:
+    """:func:`find_checkpoints` for ``--routers`` entries that may carry a ``NAME=`` label.
+
+    A label names the system of every checkpoint its pattern finds (``run6=<dir>`` gives
+    ``run6 λ=1`` ...), so two training runs whose routers share λ and seed (two λ-conditioned
+    runs with different settings) are two systems instead of a clash. Checkpoints that share a
+    label and a λ are seeds of one system, as unlabelled ones are.
+
+    Returns:
+        ``{checkpoint path: label or None}`` in the order of ``patterns`` (paths sorted within one).
+
+    Raises:
+        FileNotFoundError: If a pattern finds no checkpoint.
+        ValueError: If one checkpoint is given two different labels.
+    """
+    out: dict[Path, str | None] = {}
+    for entry in patterns:
+        m = _LABEL.match(entry)
+        label, pat = (m.group(1), m.group(2)) if m and not glob.glob(entry) else (None, entry)
+        for path in find_checkpoints([pat], name_glob):
+            if out.get(path) is not None and label is not None and out[path] != label:
+                raise ValueError(f"--routers: checkpoint {path} is labelled both {out[path]!r} and {label!r}")
+            out[path] = label if label is not None else out.get(path)
+    return out
+
+
 def _checkpoint_sha(path: Path) -> str:
     """sha256 of the checkpoint file (zip) or of its weights file (dir)."""
     return sha256_file(path / WEIGHTS_FILE if path.is_dir() else path)
 
 
-def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Load routers and group them by λ; returns (systems, checkpoint records, their configs).
+def router_systems(
+    paths: list[Path], labels: dict[Path, str | None] | None = None
+) -> tuple[list[SystemSpec], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Load routers and group them by (label and) λ; returns (systems, checkpoint records, their configs).
+
+    Args:
+        paths: Checkpoints (dirs or zips).
+        labels: Optional system label per path (``NAME=`` in ``--routers``).
 
     Raises:
-        ValueError: If two checkpoints share both λ and seed (narrow with ``--checkpoint-glob``).
+        ValueError: If two checkpoints share label, λ and seed (label them apart or narrow with
+            ``--checkpoint-glob``).
     """
+    labels = labels or {}
     groups: dict[str, SystemSpec] = {}
     ckpts: list[dict[str, Any]] = []
     configs: list[dict[str, Any]] = []
@@ -71,12 +111,14 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
         cfg = dict(meta.get("config") or (meta.get("provenance") or {}).get("config") or {})
         seed = meta.get("seed", cfg.get("seed"))
         sha = _checkpoint_sha(path)
-        for name, lam in _router_points(router, meta, cfg, path):
+        label = labels.get(path)
+        for name, lam in _router_points(router, meta, cfg, path, label):
             key = (name, seed)
             if key in seen:
                 raise ValueError(
                     f"checkpoints {seen[key]} and {path} both have {name} and seed {seed}; "
-                    "pick one per run with --checkpoint-glob (e.g. 'best')"
+                    "name the runs apart (--routers run3=<path> run6=<path>) "
+                    "or pick one per run with --checkpoint-glob (e.g. 'best')"
                 )
             seen[key] = path
             run = RunSpec(
@@ -87,7 +129,12 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
                 seed=int(seed) if isinstance(seed, int) else None,
                 check=router.check_components,
             )
-            params = {"cost_lambda": lam, "checkpoints": [], "conditioned": router.cost_weight.conditioned}
+            params = {
+                "cost_lambda": lam,
+                "checkpoints": [],
+                "conditioned": router.cost_weight.conditioned,
+                "label": label,
+            }
             spec = groups.setdefault(name, SystemSpec(name, "router", [], params))
             spec.runs.append(run)
             spec.params["checkpoints"].append(str(path))
@@ -107,18 +154,26 @@ def router_systems(paths: list[Path]) -> tuple[list[SystemSpec], list[dict[str, 
 
 
 def _router_points(
-    router: Any, meta: dict[str, Any], cfg: dict[str, Any], path: Path
+    router: Any, meta: dict[str, Any], cfg: dict[str, Any], path: Path, label: str | None = None
 ) -> list[tuple[str, Any]]:
     """``(system name, λ)`` for each point a checkpoint contributes to the frontier.
 
     A router trained at one λ is one point. A λ-conditioned router is one point per λ it was
     trained on, named apart (``λ-cond router λ=…``) so it never merges with separately trained
-    routers of the same λ.
+    routers of the same λ. A label replaces the name's prefix (``run6 λ=1``).
     """
+    if label is not None:
+        lams = router.cost_weight.choices if router.cost_weight.conditioned else [_single_lambda(meta, cfg)]
+        return [(f"{label} λ={float(lam):g}" if lam is not None else label, lam) for lam in lams]
     if router.cost_weight.conditioned:
         return [(f"λ-cond router λ={lam:g}", lam) for lam in router.cost_weight.choices]
-    lam = meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
+    lam = _single_lambda(meta, cfg)
     return [(f"router λ={float(lam):g}" if lam is not None else f"router {path.name}", lam)]
+
+
+def _single_lambda(meta: dict[str, Any], cfg: dict[str, Any]) -> Any:
+    """The λ a single-λ router was trained at (None if neither its metadata nor config says)."""
+    return meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
 
 
 def _split_baselines(spec: str) -> list[str]:

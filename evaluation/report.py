@@ -202,7 +202,20 @@ def verdict_lines(report: FrontierReport) -> list[str]:
         n_dom = sum(v is not None for v in dom.dominated_by.values())
         lines.append(f"    {word}: routers dominate {n_dom} of {len(dom.dominated_by)} baselines.")
         for b, r in dom.dominated_by.items():
-            lines.append(f"      {b}: " + (f"dominated by {r}" if r else "not dominated by any router"))
+            if r:
+                lines.append(f"      {b}: dominated by {r}")
+            elif dom.tied_by.get(b):
+                lines.append(
+                    f"      {b}: tied by {dom.tied_by[b]} (same cost and quality: on the routers' frontier)"
+                )
+            else:
+                lines.append(f"      {b}: not dominated by any router")
+        above = dom.above_routers
+        lines.append(
+            "      no baseline lies above the routers' frontier."
+            if not above
+            else f"      above the routers' frontier: {', '.join(above)}."
+        )
     sb_all = report.scores.get("baselines")
     if sb_all is not None and not sb_all.q_hi > sb_all.q_lo:
         lines.append(
@@ -349,6 +362,8 @@ def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) 
         else {
             "verdict": dom.verdict,
             "dominated_by": dom.dominated_by,
+            "tied_by": dom.tied_by,
+            "above_routers": dom.above_routers,
             "undominated_routers": dom.undominated_routers,
         },
         "verdict": verdict_lines(report),

@@ -104,3 +104,17 @@ def test_dominance_partly_then_yes():
     assert d2.verdict == "yes" and d2.dominated_by["all-low"] == "r0"
     d3 = dominance([Point("bad", 4.0, 0.3, "router")], [LOW, MID, HIGH])
     assert d3.verdict == "no" and d3.undominated_routers == []
+
+
+def test_a_router_on_a_baselines_exact_point_ties_it_and_nothing_lies_above():
+    r1, r2 = Point("r1", 2.0, 0.45, "router"), Point("r2", 4.0, 0.6, "router")
+    at_low = Point("r λ=10", LOW.cost, LOW.quality, "router")
+    d = dominance([at_low, r1, r2], [LOW, MID, HIGH])
+    assert d.verdict == "partly"  # a tie is not dominance
+    assert d.dominated_by == {"all-low": None, "all-mid": "r1", "all-high": "r2"}
+    assert d.tied_by == {"all-low": "r λ=10"}
+    assert d.above_routers == []
+    # a hair off the point is no tie: the baseline then lies above the routers
+    near = Point("r near", LOW.cost, LOW.quality - 1e-12, "router")
+    d2 = dominance([near, r1, r2], [LOW, MID, HIGH])
+    assert d2.tied_by == {"all-low": None} and d2.above_routers == ["all-low"]

@@ -189,6 +189,31 @@ def test_frontier_evaluates_a_conditioned_router_at_each_of_its_lambdas(tmp_path
     assert len({s.runs[0].run_id for s in systems}) == 3 and len(ckpts) == 3
 
 
+def test_two_conditioned_runs_with_the_same_seed_are_named_apart_by_label(tmp_path, monkeypatch):
+    import shutil
+
+    from evaluation import frontier_systems
+
+    path, _ = _export_conditioned(tmp_path)
+    other = tmp_path / "cost.lambda=0"  # a Hydra-style directory name with '=' in it
+    shutil.copytree(path, other)
+    with pytest.raises(ValueError, match=r"name the runs apart \(--routers run3=<path> run6=<path>\)"):
+        frontier_systems.router_systems([path, other])
+    labels = frontier_systems.labelled_checkpoints([f"run3={path}", f"run6={other}"])
+    assert labels == {path.resolve(): "run3", other.resolve(): "run6"}
+    systems, ckpts, _ = frontier_systems.router_systems(list(labels), labels)
+    assert [s.name for s in systems] == [f"run{r} λ={lam:g}" for r in (3, 6) for lam in LAMS]
+    assert [s.params["label"] for s in systems] == ["run3"] * 3 + ["run6"] * 3
+    assert len(ckpts) == 6
+    # a path that exists as given is a path even when it looks like NAME=PATTERN
+    monkeypatch.chdir(tmp_path)
+    assert frontier_systems.labelled_checkpoints(["cost.lambda=0"]) == {other.resolve(): None}
+    with pytest.raises(ValueError, match="labelled both 'a' and 'b'"):
+        frontier_systems.labelled_checkpoints([f"a={path}", f"b={path}"])
+    with pytest.raises(FileNotFoundError, match="no router checkpoint"):
+        frontier_systems.labelled_checkpoints([f"run9={tmp_path / 'missing'}"])
+
+
 # ------------------------------------------------------------------ training
 @pytest.mark.slow
 @needs_locomo

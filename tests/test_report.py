@@ -73,6 +73,7 @@ def test_analyse_yes_case_and_outputs(tmp_path):
     assert "PARTLY: routers dominate 1 of 3 baselines." in text
     assert "all-high: not dominated by any router" in text
     assert "all-low: not dominated by any router" in text
+    assert "above the routers' frontier: all-low, all-high." in text
     table = format_table(rep)
     assert "router λ=0.1 *" in table and "40.0%" in table
 
