@@ -183,7 +183,11 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
             colour, marker = "tab:red", "*"
         else:
             colour, marker = "dimgrey", "s"
-        ax.errorbar([p.cost], [p.quality], xerr=xerr, yerr=yerr, fmt=marker, color=colour, ms=6, capsize=2)
+        # Routers on top: a router that takes a baseline's path sits exactly on its square.
+        z = 3 if s.kind == "router" else 2
+        ax.errorbar(
+            [p.cost], [p.quality], xerr=xerr, yerr=yerr, fmt=marker, color=colour, ms=6, capsize=2, zorder=z
+        )
         text = _router_tag(s, prefix_conditioned=True) if s.kind == "router" else p.name
         if not s.params.get("single_module"):  # ten of them share a few spots: unlabelled grey squares
             labels.append((p.cost, p.quality, text))

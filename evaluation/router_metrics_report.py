@@ -30,7 +30,8 @@ class FamilyMetrics:
     """The router metrics of one family of systems on one cost axis.
 
     Attributes:
-        family: ``"routers"``, ``"baselines"``, ``"oracle"``, ``"λ-cond routers"``, ``"per-λ routers"``.
+        family: ``"routers"``, ``"baselines"``, ``"oracle"``, ``"λ-cond routers"``, ``"per-λ routers"``
+            or the label of one training run (``--routers run6=...``) when several are labelled.
         cost: Cost axis.
         members: Names of the systems in the family.
         apgr: RouteLLM APGR.
@@ -108,6 +109,13 @@ def _families(summaries: Sequence[SystemSummary]) -> dict[str, list[str]]:
     if cond and len(cond) < len(routers):
         out["λ-cond routers"] = cond
         out["per-λ routers"] = [s.name for s in routers if s.name not in cond]
+    # One family per labelled training run (`--routers run3=... run6=...`): APGR joins a family's
+    # points into one curve, so a dominated run among the routers would pull the other's score down.
+    labels = {s.params.get("label") for s in routers}
+    if len(labels) > 1:
+        for label in dict.fromkeys(s.params["label"] for s in routers if s.params.get("label")):
+            key = label if label not in out else f"{label} (run)"
+            out[key] = [s.name for s in routers if s.params.get("label") == label]
     return {k: v for k, v in out.items() if v}
 
 

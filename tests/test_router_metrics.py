@@ -202,6 +202,33 @@ def test_paired_bootstrap_and_outputs(tmp_path):
     )
 
 
+def test_each_labelled_run_is_its_own_family_so_a_dominated_run_does_not_pull_the_other_down():
+    def flat(name, kind, f1, cost, params=None):
+        recs = [_rec(q, "MID", f1, cost) for q in IDS]
+        return summarise(SystemRuns(name, kind, [Run(name, recs)], params or {}), IDS, n_boot=50)
+
+    sums = [
+        flat("all-low", "baseline", 0.2, 1.0),
+        flat("all-high", "baseline", 0.6, 5.0),
+        flat("run6 λ=0", "router", 0.5, 2.0, {"label": "run6", "cost_lambda": 0.0}),
+        # run3 is dearer and worse than run6's point: a dip in the joint curve
+        flat("run3 λ=0", "router", 0.3, 3.0, {"label": "run3", "cost_lambda": 0.0}),
+    ]
+    rm = compute_router_metrics(sums, "f1", costs=("module_cost",))
+    fams = {f.family: f for f in rm.families}
+    assert set(fams) == {"routers", "baselines", "run6", "run3"}  # no oracle system given
+    assert fams["run6"].members == ["run6 λ=0"] and fams["run3"].members == ["run3 λ=0"]
+    # run6 alone: curve (0,0) (0.25,0.75) (1,1) -> 0.75 (as in the hand case above)
+    assert fams["run6"].apgr.mean == pytest.approx(0.75)
+    # run3 alone: (0,0) (0.5,0.25) (1,1): 0.0625 + 0.3125 = 0.375
+    assert fams["run3"].apgr.mean == pytest.approx(0.375)
+    # both joined: (0,0) (0.25,0.75) (0.5,0.25) (1,1): 0.09375 + 0.125 + 0.3125 = 0.53125
+    assert fams["routers"].apgr.mean == pytest.approx(0.53125)
+    # one label only (or none): no extra family
+    one = compute_router_metrics(sums[:3], "f1", costs=("module_cost",))
+    assert {f.family for f in one.families} == {"routers", "baselines"}
+
+
 def test_missing_end_and_no_gap_are_explained():
     high = _noisy("all-high", "baseline", 0.6, 5.0, 2)
     rm = compute_router_metrics([high], "f1")
