@@ -229,12 +229,11 @@ def dominance(routers: Sequence[Point], baselines: Sequence[Point]) -> Dominance
     """
     _check_finite([*routers, *baselines])
     by: dict[str, str | None] = {}
+    tied: dict[str, str | None] = {}
     for b in sorted(baselines, key=lambda p: (p.cost, p.name)):
         winners = sorted((r for r in routers if dominates(r, b)), key=lambda r: (r.cost, -r.quality, r.name))
         by[b.name] = winners[0].name if winners else None
-    tied: dict[str, str | None] = {}
-    for b in baselines:
-        if by[b.name] is None:
+        if not winners:
             # Exact equality: a router taking the baseline's path on every question reproduces its
             # per-question records, hence bit-identical means.
             same = sorted(r.name for r in routers if r.cost == b.cost and r.quality == b.quality)

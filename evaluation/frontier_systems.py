@@ -162,18 +162,15 @@ def _router_points(
     trained on, named apart (``λ-cond router λ=…``) so it never merges with separately trained
     routers of the same λ. A label replaces the name's prefix (``run6 λ=1``).
     """
-    if label is not None:
-        lams = router.cost_weight.choices if router.cost_weight.conditioned else [_single_lambda(meta, cfg)]
-        return [(f"{label} λ={float(lam):g}" if lam is not None else label, lam) for lam in lams]
-    if router.cost_weight.conditioned:
-        return [(f"λ-cond router λ={lam:g}", lam) for lam in router.cost_weight.choices]
-    lam = _single_lambda(meta, cfg)
-    return [(f"router λ={float(lam):g}" if lam is not None else f"router {path.name}", lam)]
-
-
-def _single_lambda(meta: dict[str, Any], cfg: dict[str, Any]) -> Any:
-    """The λ a single-λ router was trained at (None if neither its metadata nor config says)."""
-    return meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))
+    conditioned = router.cost_weight.conditioned
+    lams = (
+        router.cost_weight.choices
+        if conditioned
+        else [meta.get("cost_lambda", (cfg.get("cost") or {}).get("lambda"))]
+    )
+    prefix = label if label is not None else ("λ-cond router" if conditioned else "router")
+    unnamed = label if label is not None else f"router {path.name}"  # a router that records no λ
+    return [(f"{prefix} λ={float(lam):g}" if lam is not None else unnamed, lam) for lam in lams]
 
 
 def _split_baselines(spec: str) -> list[str]:
