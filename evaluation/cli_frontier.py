@@ -48,6 +48,7 @@ from evaluation.report import (
     write_csv,
     write_json,
 )
+from evaluation.reproduce import compare_run, format_diffs, load_expected
 from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
 from evaluation.tier_search import SEARCH_METHODS, TierTuple, search_fixed_tiers
 from modules.cache_pack import cache_summary_line
@@ -133,6 +134,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--alpha", type=float, default=DEFAULT_ALPHA, help="1 - confidence level of the intervals")
     a("--out", default=None, help="output dir (default runs/frontier/<benchmark>-<split>)")
     a("--chunk", type=int, default=1, help="questions evaluated between two record-cache saves")
+    a(
+        "--expect",
+        default=None,
+        metavar="DIR",
+        help="a committed frontier output dir (or its frontier.csv): after the run, compare frontier.csv "
+        "and router_metrics.csv cell by cell (wall time excluded) and exit 1 on any difference",
+    )
     a("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -216,6 +224,8 @@ def run_with(
     """Everything after the components and the test bank exist (tests call this with fakes)."""
     bench = str(components.benchmark)
     out = Path(args.out or PROJECT_ROOT / "runs" / "frontier" / f"{bench}-{args.split}")
+    # Read the expected tables before anything runs: a bad path fails now, and --expect may be --out.
+    expected = load_expected(args.expect) if args.expect else None
     checksums = _data_checksums(cfg, bench)
     fp = record_fingerprint(cfg, checksums)
     qids = [str(it.question.question_id) for it in items]
@@ -326,4 +336,8 @@ def run_with(
     bad = [s.name for s in summaries if not math.isfinite(s.metrics[args.quality].mean)]
     if bad:
         print(f"warning: no {args.quality} values for {bad} (is the judge enabled?)")
-    return 0
+    if expected is None:
+        return 0
+    diffs = compare_run(expected, out)
+    print("\n".join(format_diffs(diffs, args.expect)))
+    return int(not all(d.ok for d in diffs))

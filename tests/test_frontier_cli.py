@@ -371,3 +371,37 @@ def test_random_mid_draws_only_low_and_mid_and_keeps_the_full_random_unchanged()
     assert run_episode(it, full.runs[0].decide_for(it), comps).tiers == run_episode(it, old, comps).tiers
     with pytest.raises(ValueError, match=r"random:TOP.*LOW, MID or HIGH"):
         frontier_systems.random_system("random:TOP", "0")
+
+
+def test_expect_checks_a_rerun_cell_by_cell_and_fails_on_a_changed_number(tmp_path, capsys):
+    base = ["--baselines", "all-low,all-high,random;fixed:L,L,H,L,L"]
+    assert _run(_args(tmp_path / "a", *base)) == 0
+    committed = tmp_path / "a" / "out"
+    capsys.readouterr()
+
+    # A fresh evaluation into another dir reproduces every cell; wall time is not compared.
+    assert _run(_args(tmp_path / "b", *base, "--expect", str(committed))) == 0
+    text = capsys.readouterr().out
+    assert f"frontier.csv: reproduced {committed} (5 rows" in text and "not compared: latency_s" in text
+    assert "router_metrics.csv: reproduced" in text
+    # --expect may name --out itself: the committed tables are read before the run rewrites them.
+    assert _run(_args(tmp_path / "a", *base, "--expect", str(committed))) == 0
+
+    # One changed number in the committed table makes the replay fail, naming the cell.
+    table = committed / "frontier.csv"
+    lines = table.read_text().splitlines()
+    header = lines[0].split(",")
+    row = next(i for i, line in enumerate(lines) if line.startswith("all-low,"))
+    cells = lines[row].split(",")
+    want = cells[header.index("f1")]
+    cells[header.index("f1")] = "0.123"
+    lines[row] = ",".join(cells)
+    table.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    assert _run(_args(tmp_path / "c", *base, "--expect", str(table))) == 1
+    text = capsys.readouterr().out
+    assert f"frontier.csv: DIFFERS from {table}" in text
+    assert f"all-low / f1: expected '0.123', got '{want}'" in text
+
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        _run(_args(tmp_path / "d", *base, "--expect", str(tmp_path / "nowhere")))
