@@ -2,7 +2,8 @@
 
 A warm replay from a call pack should give the committed tables *exactly*: the same answers give the
 same F1, the same token counts give the same cost, and the bootstrap is seeded. Only wall time
-(``latency_s*``) legitimately changes, since replayed calls are timed as they replay. This module
+(``latency_s*``) legitimately changes: replayed LLM calls keep their recorded latency, but the
+steps around them (retrieval, the local MID models) are timed anew. This module
 compares the two tables so the claim "reproduces the committed numbers" is checked by the program,
 not by eye (``evaluate.py frontier ... --expect results/frontier/<run>``).
 """
@@ -64,7 +65,7 @@ def read_table(path: Path, key: Sequence[str]) -> Rows:
         ValueError: A key column is absent or two rows share a key.
     """
     if not path.is_file():
-        raise FileNotFoundError(f"expected table {path} does not exist")
+        raise FileNotFoundError(f"table {path} does not exist")
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         absent = [k for k in key if k not in (reader.fieldnames or [])]
