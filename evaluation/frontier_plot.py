@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # headless; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.text import Annotation
+from matplotlib.transforms import Bbox
 
 from common.atomic import atomic_write_with
 from evaluation.aggregate import SystemSummary
@@ -86,6 +88,34 @@ def merge_labels(items: list[tuple[float, float, str]], scale: str) -> list[tupl
         else:
             spots.append((cost, quality, [text]))
     return [(c, q, ", ".join(texts)) for c, q, texts in spots]
+
+
+def separate_labels(annotations: list[Annotation], step: float = 9.0, max_moves: int = 8) -> None:
+    """Move point labels down until none overprints an earlier one.
+
+    :func:`merge_labels` joins labels of points on one spot; points a little apart (e.g. two
+    paths at the same F1 and 0.1 decades of cost apart) still get labels wider than the gap.
+    Each label, in drawing order, steps down by ``step`` points while its rendered box
+    overlaps an already placed label (at most ``max_moves`` times, so a crowded plot still
+    draws).
+
+    Args:
+        annotations: Labels drawn with ``textcoords="offset points"``, all on one figure.
+        step: How far to move a label per step, in points.
+        max_moves: The most steps one label is moved.
+    """
+    if not annotations:
+        return
+    renderer = annotations[0].figure.canvas.get_renderer()
+    placed: list[Bbox] = []
+    for ann in annotations:
+        for _ in range(max_moves):
+            box = ann.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            dx, dy = ann.xyann
+            ann.xyann = (dx, dy - step)
+        placed.append(ann.get_window_extent(renderer))
 
 
 def _step_xy(points: list[Point], x_max: float) -> tuple[list[float], list[float]]:
@@ -191,8 +221,10 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         text = _router_tag(s, prefix_conditioned=True) if s.kind == "router" else p.name
         if not s.params.get("single_module"):  # ten of them share a few spots: unlabelled grey squares
             labels.append((p.cost, p.quality, text))
-    for x, y, text in merge_labels(labels, scale):
+    annotations = [
         ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        for x, y, text in merge_labels(labels, scale)
+    ]
     _draw_router_metrics(ax, report, pts)
     if scale == "symlog":
         ax.set_xscale("symlog", linthresh=linthresh)
@@ -208,6 +240,8 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
+    # After the layout: the label boxes are only known in their final place.
+    separate_labels(annotations)
 
     def _save(tmp: Path) -> None:
         fig.savefig(tmp, format="png", dpi=120)

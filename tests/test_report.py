@@ -162,6 +162,31 @@ def test_merge_labels_joins_points_on_one_spot_and_keeps_the_rest():
     ]
 
 
+def test_separate_labels_moves_overprinting_labels_apart():
+    import matplotlib.pyplot as plt
+
+    from evaluation.frontier_plot import separate_labels
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.set_xscale("symlog", linthresh=0.001)
+    ax.set_xlim(0, 20_000)
+    ax.set_ylim(0.4, 0.6)
+    # the HotpotQA test plot: two single-HIGH paths at F1 0.548 / 0.549, 2,870 and 3,410 GFLOPs
+    spots = [(2870.0, 0.548, "fixed:L,L,L,L,H"), (3410.0, 0.549, "fixed:H,L,L,L,L"), (0.002, 0.5, "all-low")]
+    anns = [
+        ax.annotate(t, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8) for x, y, t in spots
+    ]
+    fig.tight_layout()
+    r = fig.canvas.get_renderer()
+    assert anns[0].get_window_extent(r).overlaps(anns[1].get_window_extent(r))  # the bug this fixes
+    separate_labels(anns)
+    boxes = [a.get_window_extent(r) for a in anns]
+    assert not any(boxes[i].overlaps(boxes[j]) for i in range(3) for j in range(i))
+    assert anns[0].xyann == (4, 4) and anns[2].xyann == (4, 4)  # labels already clear stay put
+    assert anns[1].xyann[1] < 4  # the later one moved down
+    plt.close(fig)
+
+
 def test_plot_with_a_wide_cost_span_renders(tmp_path):
     sys_ = [
         system("all-low", "baseline", 0.20, 0.002, "LOW"),
