@@ -104,18 +104,15 @@ def separate_labels(annotations: list[Annotation], step: float = 9.0, max_moves:
         step: How far to move a label per step, in points.
         max_moves: The most steps one label is moved.
     """
-    if not annotations:
-        return
-    renderer = annotations[0].figure.canvas.get_renderer()
     placed: list[Bbox] = []
     for ann in annotations:
         for _ in range(max_moves):
-            box = ann.get_window_extent(renderer)
+            box = ann.get_window_extent()  # lays the figure out on first use
             if not any(box.overlaps(other) for other in placed):
                 break
             dx, dy = ann.xyann
             ann.xyann = (dx, dy - step)
-        placed.append(ann.get_window_extent(renderer))
+        placed.append(ann.get_window_extent())
 
 
 def _step_xy(points: list[Point], x_max: float) -> tuple[list[float], list[float]]:

@@ -177,10 +177,9 @@ def test_separate_labels_moves_overprinting_labels_apart():
         ax.annotate(t, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8) for x, y, t in spots
     ]
     fig.tight_layout()
-    r = fig.canvas.get_renderer()
-    assert anns[0].get_window_extent(r).overlaps(anns[1].get_window_extent(r))  # the bug this fixes
+    assert anns[0].get_window_extent().overlaps(anns[1].get_window_extent())  # the bug this fixes
     separate_labels(anns)
-    boxes = [a.get_window_extent(r) for a in anns]
+    boxes = [a.get_window_extent() for a in anns]
     assert not any(boxes[i].overlaps(boxes[j]) for i in range(3) for j in range(i))
     assert anns[0].xyann == (4, 4) and anns[2].xyann == (4, 4)  # labels already clear stay put
     assert anns[1].xyann[1] < 4  # the later one moved down
