@@ -41,12 +41,31 @@ class SQLiteStore(CacheStore):
         with self._lock, self._errors():
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             if self.path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._set_wal(busy_timeout_s)
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, value TEXT NOT NULL, created REAL)"
             )
             self._conn.commit()
+
+    def _set_wal(self, busy_timeout_s: float) -> None:
+        """Switch a file cache to WAL mode, retrying while another process holds the lock.
+
+        Two processes opening one fresh cache at once (parallel training workers, the CI's
+        concurrency test on a loaded machine) can both ask for the journal-mode change; SQLite may
+        answer SQLITE_BUSY without calling its busy handler, so the wait is done here.
+        """
+        deadline = time.monotonic() + busy_timeout_s
+        delay = 0.01
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() + delay > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
