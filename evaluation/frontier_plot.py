@@ -106,13 +106,14 @@ def separate_labels(annotations: list[Annotation], step: float = 9.0, max_moves:
     """
     placed: list[Bbox] = []
     for ann in annotations:
+        box = ann.get_window_extent()  # lays the figure out on first use
         for _ in range(max_moves):
-            box = ann.get_window_extent()  # lays the figure out on first use
             if not any(box.overlaps(other) for other in placed):
                 break
             dx, dy = ann.xyann
             ann.xyann = (dx, dy - step)
-        placed.append(ann.get_window_extent())
+            box = ann.get_window_extent()
+        placed.append(box)
 
 
 def _step_xy(points: list[Point], x_max: float) -> tuple[list[float], list[float]]:
