@@ -33,6 +33,7 @@ from evaluation.frontier_runner import (
     evaluate_systems,
     fixed_run,
     mean_of,
+    record_config_differences,
     record_fingerprint,
     safe_id,
 )
@@ -184,17 +185,30 @@ def test_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -
 
 
 def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[str, Any]]) -> None:
-    """Warn when routers were trained with different pipelines (they are all evaluated with one)."""
-    prints = [record_fingerprint(c, {}) if c else None for c in router_cfgs]
+    """Warn when routers were trained with different pipelines (they are all evaluated with one).
+
+    The warning names the config every router is evaluated with (the first checkpoint's, as
+    :func:`evaluation.frontier_config.resolve_config` picks it) and, per other router, the keys
+    that differ from it, so a reader can tell a benign difference (``benchmark.name`` of a
+    transfer run) from one that changes what the router was trained to see.
+    """
     # one config per checkpoint file, but one record per (checkpoint, λ) for a λ-conditioned router
     paths = list(dict.fromkeys(c["path"] for c in ckpts))
-    known = [(p, path) for p, path in zip(prints, paths, strict=True) if p is not None]
-    if len({p for p, _ in known}) > 1:
-        print(
-            "warning: the routers' recorded configs differ in evaluation-relevant sections (benchmark, "
-            "strategy, backend, memory, ...); all are evaluated with the resolved config in metadata.json: "
-            + ", ".join(f"{path} [{p}]" for p, path in known)
-        )
+    known = [(c, path) for c, path in zip(router_cfgs, paths, strict=True) if c]
+    if len({record_fingerprint(c, {}) for c, _ in known}) <= 1:
+        return
+    (first, first_path), others = known[0], known[1:]
+    lines = []
+    for cfg, path in others:
+        diffs = record_config_differences(first, cfg)
+        if diffs:
+            shown = ", ".join(diffs[:8]) + (f", … ({len(diffs)} keys)" if len(diffs) > 8 else "")
+            lines.append(f"  {path}: {shown}")
+    print(
+        "warning: the routers were trained with different pipelines; every router is evaluated with the "
+        f"config recorded by {first_path} (then --benchmark/--set). Keys that differ from it:\n"
+        + "\n".join(lines)
+    )
 
 
 def _val_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:

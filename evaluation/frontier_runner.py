@@ -59,6 +59,30 @@ def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
+def record_config_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """Dotted keys of the record-relevant config (:data:`RECORD_SECTIONS`) where ``a`` and ``b`` differ.
+
+    Question-selection keys of ``question_bank`` are left out, as :func:`record_fingerprint` does.
+    """
+    a, b = without_added_defaults(a), without_added_defaults(b)
+
+    def flat(section: Any, prefix: str) -> dict[str, Any]:
+        if not isinstance(section, Mapping):
+            return {prefix: section}
+        out: dict[str, Any] = {}
+        for key, value in section.items():
+            if prefix == "question_bank" and key in _SELECTION_KEYS:
+                continue
+            out.update(flat(value, f"{prefix}.{key}"))
+        return out
+
+    diffs: list[str] = []
+    for sec in RECORD_SECTIONS:
+        fa, fb = flat(a.get(sec), sec), flat(b.get(sec), sec)
+        diffs += [k for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+    return diffs
+
+
 #: Version of the record format written by this module; bump when records change meaning.
 RECORD_VERSION = "frontier-record-v1"
 

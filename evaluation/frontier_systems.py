@@ -43,8 +43,10 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
                     if _is_checkpoint(meta.parent) and meta.parent.match(name_glob)
                 ]
         if not hits:
+            # A comma list is the one mistake worth naming: --baselines takes commas, --routers spaces.
+            hint = "; separate several --routers entries with spaces, not commas" if "," in pat else ""
             raise FileNotFoundError(
-                f"--routers {pat!r}: no router checkpoint (dir with router.pt + metadata.json)"
+                f"--routers {pat!r}: no router checkpoint (dir with router.pt + metadata.json){hint}"
             )
         found += hits
     return sorted({p.resolve() for p in found})
