@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -10,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.text import Annotation
+from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
 from common.atomic import atomic_write_with
@@ -90,29 +91,45 @@ def merge_labels(items: list[tuple[float, float, str]], scale: str) -> list[tupl
     return [(c, q, ", ".join(texts)) for c, q, texts in spots]
 
 
-def separate_labels(annotations: list[Annotation], step: float = 9.0, max_moves: int = 8) -> None:
-    """Move point labels down until none overprints an earlier one.
+def _text_box(ann: Annotation) -> Bbox:
+    """Display box of an annotation's text alone, at its current offset."""
+    # Annotation's own extent first: it lays the figure out and moves the text to xyann (Text's
+    # extent alone would measure the stale place); it also covers the leader line, which may
+    # cross other labels harmlessly, so the text's extent is what is compared.
+    ann.get_window_extent()
+    return Text.get_window_extent(ann)
+
+
+def separate_labels(
+    annotations: list[Annotation], obstacles: Sequence[Bbox] = (), step: float = 9.0, max_moves: int = 8
+) -> None:
+    """Move point labels until none overprints an earlier one or an obstacle.
 
     :func:`merge_labels` joins labels of points on one spot; points a little apart (e.g. two
     paths at the same F1 and 0.1 decades of cost apart) still get labels wider than the gap.
-    Each label, in drawing order, steps down by ``step`` points while its rendered box
-    overlaps an already placed label (at most ``max_moves`` times, so a crowded plot still
-    draws).
+    Each label, in drawing order, tries offsets of ``step`` points below, then above, its
+    place (down first: labels sit above-right of their point), up to ``max_moves`` steps each
+    way, and keeps the first whose text box is clear; a label with no clear place stays where
+    it was drawn, so a crowded plot still draws. Only the text is measured, not the leader line.
 
     Args:
         annotations: Labels drawn with ``textcoords="offset points"``, all on one figure.
+        obstacles: Display-space boxes no label may cover (the legend, the metrics box).
         step: How far to move a label per step, in points.
-        max_moves: The most steps one label is moved.
+        max_moves: The most steps one label is moved either way.
     """
-    placed: list[Bbox] = []
+    placed: list[Bbox] = list(obstacles)
     for ann in annotations:
-        box = ann.get_window_extent()  # lays the figure out on first use
-        for _ in range(max_moves):
+        dx, dy = ann.xyann
+        for k in range(2 * max_moves + 1):
+            # 0, -1, +1, -2, +2, ... steps
+            ann.xyann = (dx, dy + (k + 1) // 2 * (-step if k % 2 else step))
+            box = _text_box(ann)
             if not any(box.overlaps(other) for other in placed):
                 break
-            dx, dy = ann.xyann
-            ann.xyann = (dx, dy - step)
-            box = ann.get_window_extent()
+        else:
+            ann.xyann = (dx, dy)
+            box = _text_box(ann)
         placed.append(box)
 
 
@@ -220,10 +237,19 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         if not s.params.get("single_module"):  # ten of them share a few spots: unlabelled grey squares
             labels.append((p.cost, p.quality, text))
     annotations = [
-        ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        # A faint leader line: once separate_labels moves a label off its point, the line still
+        # says which point it names (at the default offset it is a few points long and unobtrusive).
+        ax.annotate(
+            text,
+            (x, y),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+            arrowprops={"arrowstyle": "-", "color": "0.55", "lw": 0.5, "shrinkA": 0, "shrinkB": 2},
+        )
         for x, y, text in merge_labels(labels, scale)
     ]
-    _draw_router_metrics(ax, report, pts)
+    metrics_box = _draw_router_metrics(ax, report, pts)
     if scale == "symlog":
         ax.set_xscale("symlog", linthresh=linthresh)
     ax.set_xlabel(_LABELS.get(c, c) + (" (symlog)" if scale == "symlog" else ""))
@@ -239,7 +265,9 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     # After the layout: the label boxes are only known in their final place.
-    separate_labels(annotations)
+    legend = ax.get_legend()
+    obstacles = [a.get_window_extent() for a in (legend, metrics_box) if a is not None]
+    separate_labels(annotations, obstacles)
 
     def _save(tmp: Path) -> None:
         fig.savefig(tmp, format="png", dpi=120)
@@ -301,11 +329,15 @@ def _draw_tier_shares(ax: plt.Axes, routers: list[SystemSummary]) -> None:
     ax.set_title("routers: tier shares per module (one bar per router / λ)", fontsize=10)
 
 
-def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point]) -> None:
-    """The routers' AIQ hull (dashed) and a text box of APGR / CPT / AIQ on the plotted cost axis."""
+def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point]) -> Text | None:
+    """The routers' AIQ hull (dashed) and a text box of APGR / CPT / AIQ on the plotted cost axis.
+
+    Returns:
+        The text box (point labels must keep clear of it), or None when none is drawn.
+    """
     rm = report.router_metrics
     if rm is None or rm.low is None:
-        return
+        return None
     low = next((p for p in pts if p.name == rm.low), None)
     routers = [(p.cost, p.quality) for p in pts if p.kind == "router"]
     if low is not None and routers:
@@ -318,15 +350,16 @@ def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point])
         for f in rm.families
         if f.cost == report.cost
     ]
-    if rows:
-        ax.text(
-            0.99,
-            0.02,
-            "\n".join(rows),
-            transform=ax.transAxes,
-            ha="right",
-            va="bottom",
-            fontsize=6.5,
-            family="monospace",
-            bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "lightgrey"},
-        )
+    if not rows:
+        return None
+    return ax.text(
+        0.99,
+        0.02,
+        "\n".join(rows),
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=6.5,
+        family="monospace",
+        bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "lightgrey"},
+    )

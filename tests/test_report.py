@@ -182,7 +182,32 @@ def test_separate_labels_moves_overprinting_labels_apart():
     boxes = [a.get_window_extent() for a in anns]
     assert not any(boxes[i].overlaps(boxes[j]) for i in range(3) for j in range(i))
     assert anns[0].xyann == (4, 4) and anns[2].xyann == (4, 4)  # labels already clear stay put
-    assert anns[1].xyann[1] < 4  # the later one moved down
+    assert anns[1].xyann != (4, 4) and anns[1].xyann[0] == 4  # the later one moved, vertically only
+
+
+def test_separate_labels_keeps_clear_of_obstacles_and_ignores_leader_lines():
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from evaluation.frontier_plot import separate_labels
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    line = {"arrowstyle": "-", "shrinkA": 0, "shrinkB": 2}
+    ann = ax.annotate("label", (5, 5), textcoords="offset points", xytext=(4, 4), arrowprops=line)
+    below = ax.annotate("other", (5, 4.6), textcoords="offset points", xytext=(4, 4), arrowprops=line)
+    fig.tight_layout()
+    # an obstacle (the metrics box) right where the first label sits, and just below it
+    box = Text.get_window_extent(ann)
+    obstacle = box.expanded(1.0, 3.0)
+    separate_labels([ann, below], [obstacle])
+    first = Text.get_window_extent(ann)
+    assert not first.overlaps(obstacle)
+    assert ann.xyann[1] > 4  # down was blocked too, so it went up
+    assert not Text.get_window_extent(below).overlaps(first)
+    assert not Text.get_window_extent(below).overlaps(obstacle)
+    plt.close(fig)
     plt.close(fig)
 
 
