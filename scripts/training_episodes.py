@@ -11,6 +11,9 @@ sampled from the stochastic policy, so the shares follow the policy's probabilit
   pooled over the five modules;
 * for the last ``--last`` episodes: the shares per module, per λ and per question category
   (does the router route the temporal questions differently?);
+* what each tier earned while it trained: per λ and module, the mean F1 of the episodes that
+  chose each tier minus their question's mean F1 over the whole run, with the episode count
+  (a tier that earns more but was rarely tried is an exploration shortfall, not a missing signal);
 
 and writes ``training_episodes.png`` (pooled shares over training, one panel per λ) in the run
 directory (``--out`` to change).
@@ -116,6 +119,40 @@ def final_table(episodes: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def tier_gains(episodes: Sequence[dict[str, Any]]) -> dict[tuple[float, str, str], tuple[float, int]]:
+    """Per (λ, module, tier): mean F1 minus the question's run-mean F1, and the episode count.
+
+    Subtracting each question's mean over all of the run's episodes (every λ) removes question
+    difficulty, which otherwise dominates: a tier tried mostly on easy questions would look good.
+    A question seen once contributes 0 (its own mean). The gains are marginal: an episode counts
+    for all five modules, so tiers that were chosen together share one another's gains.
+    """
+    by_q: dict[str, list[float]] = defaultdict(list)
+    for ep in episodes:
+        by_q[str(ep["question_id"])].append(float(ep["f1"]))
+    q_mean = {q: sum(v) / len(v) for q, v in by_q.items()}
+    acc: dict[tuple[float, str, str], list[float]] = defaultdict(list)
+    for ep in episodes:
+        gain = float(ep["f1"]) - q_mean[str(ep["question_id"])]
+        for m, t in zip(MODULES, ep["tiers"].split(","), strict=True):
+            acc[(float(ep["cost_lambda"]), m, t)].append(gain)
+    return {k: (sum(v) / len(v), len(v)) for k, v in acc.items()}
+
+
+def gains_table(episodes: Sequence[dict[str, Any]]) -> list[str]:
+    """Markdown rows: per λ and module, each tier's F1 gain over its questions' means (episodes)."""
+    gains = tier_gains(episodes)
+    lines = ["| λ | module | LOW | MID | HIGH |", "|---|---|---|---|---|"]
+    for lam in sorted({k[0] for k in gains}):
+        for m in MODULES:
+            cells = [
+                f"{gains[(lam, m, t)][0]:+.3f} ({gains[(lam, m, t)][1]})" if (lam, m, t) in gains else "–"
+                for t in TIERS
+            ]
+            lines.append(f"| {lam:g} | {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def plot(episodes: Sequence[dict[str, Any]], block: int, path: Path) -> Path:
     """Pooled L/M/H shares per block of each λ's episodes, one stacked-area panel per λ."""
     import matplotlib
@@ -174,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(block_table(episodes, args.block)))
     print(f"\nlast {min(args.last, len(episodes))} episodes, L / M / H share per module:\n")
     print("\n".join(final_table(episodes[-args.last :])))
+    print("\nF1 each tier earned (mean F1 minus the question's run-mean F1; episodes in brackets):\n")
+    print("\n".join(gains_table(episodes)))
     png = plot(episodes, args.block, args.out or args.run_dir / "training_episodes.png")
     print(f"\nwrote {png}")
     return 0

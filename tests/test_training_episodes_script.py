@@ -51,3 +51,25 @@ def test_errors_name_the_file_and_line(tmp_path, capsys):
     (tmp_path / "episodes.jsonl").write_text("{not json\n")
     with pytest.raises(ValueError, match=r"episodes\.jsonl:1: malformed"):
         te.load_episodes(tmp_path)
+
+
+def test_tier_gains_subtract_each_questions_run_mean():
+    def ep(q: str, tiers: str, f1: float, lam: float = 0.0) -> dict:
+        return {"question_id": q, "tiers": tiers, "f1": f1, "cost_lambda": lam}
+
+    # q1 is easy, q2 hard; HIGH filter was tried on q2 only. Raw means would call HIGH worse
+    # (0.4 vs 0.6); per question, HIGH is +0.2 above q2's mean (0.2) and LOW is below.
+    eps = [
+        ep("q1", "L,L,L,L,L", 1.0),
+        ep("q1", "L,L,L,L,L", 1.0),
+        ep("q2", "H,L,L,L,L", 0.4),
+        ep("q2", "L,L,L,L,L", 0.0),
+        ep("q3", "M,L,L,L,L", 0.3, lam=1.0),  # seen once: contributes 0
+    ]
+    gains = te.tier_gains(eps)
+    assert gains[(0.0, "filter", "H")] == pytest.approx((0.2, 1))
+    assert gains[(0.0, "filter", "L")] == pytest.approx(((0 + 0 - 0.2) / 3, 3))
+    assert gains[(0.0, "entity", "L")] == pytest.approx((0.0, 4))
+    assert gains[(1.0, "filter", "M")] == pytest.approx((0.0, 1))
+    rows = te.gains_table(eps)
+    assert "| 0 | filter | -0.067 (3) | – | +0.200 (1) |" in rows
