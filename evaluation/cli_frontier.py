@@ -195,7 +195,7 @@ def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[st
     # one config per checkpoint file, but one record per (checkpoint, λ) for a λ-conditioned router
     paths = list(dict.fromkeys(c["path"] for c in ckpts))
     known = [(c, path) for c, path in zip(router_cfgs, paths, strict=True) if c]
-    if len({record_fingerprint(c, {}) for c, _ in known}) <= 1:
+    if not known:
         return
     (first, first_path), others = known[0], known[1:]
     lines = []
@@ -204,6 +204,8 @@ def _warn_config_mismatch(router_cfgs: list[dict[str, Any]], ckpts: list[dict[st
         if diffs:
             shown = ", ".join(diffs[:8]) + (f", … ({len(diffs)} keys)" if len(diffs) > 8 else "")
             lines.append(f"  {path}: {shown}")
+    if not lines:
+        return
     print(
         "warning: the routers were trained with different pipelines; every router is evaluated with the "
         f"config recorded by {first_path} (then --benchmark/--set). Keys that differ from it:\n"

@@ -19,6 +19,7 @@ from envs.config_schema import without_added_defaults
 from envs.question_bank import QuestionItem
 from envs.rollout import DecideFn, run_episode
 from evaluation.aggregate import Run, SystemRuns
+from evaluation.export_dataset import flatten
 from evaluation.tier_search import TierTuple
 from modules.tier import Tier, tiers_label
 from policies.baselines import FixedTierPolicy, RandomPolicy
@@ -40,11 +41,11 @@ RECORD_SECTIONS: tuple[str, ...] = (
 _SELECTION_KEYS = ("limit", "split", "cache_dir", "max_samples")
 
 
-def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]) -> str:
-    """Hash of what determines a record: the record-relevant config and the data checksums.
+def _record_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a config that determines a record: :data:`RECORD_SECTIONS` and the cost unit.
 
     Keys the typed schema added at their defaults are left out (``envs.config_schema.ADDED_BY_SCHEMA``),
-    so records written before it keep their fingerprint.
+    so records written before it keep their fingerprint; so are the question-selection keys.
     """
     cfg = without_added_defaults(cfg)
     ident: dict[str, Any] = {k: cfg.get(k) for k in RECORD_SECTIONS}
@@ -53,6 +54,12 @@ def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]
         qb.pop(k, None)
     ident["question_bank"] = qb
     ident["cost_unit"] = (cfg.get("cost") or {}).get("unit", "gflops")
+    return ident
+
+
+def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]) -> str:
+    """Hash of what determines a record: the record-relevant config and the data checksums."""
+    ident = _record_config(cfg)
     ident["data"] = dict(sorted(data_checksums.items()))
     ident["code"] = code_versions()
     blob = json.dumps(ident, sort_keys=True, default=str)
@@ -60,27 +67,9 @@ def record_fingerprint(cfg: Mapping[str, Any], data_checksums: Mapping[str, str]
 
 
 def record_config_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    """Dotted keys of the record-relevant config (:data:`RECORD_SECTIONS`) where ``a`` and ``b`` differ.
-
-    Question-selection keys of ``question_bank`` are left out, as :func:`record_fingerprint` does.
-    """
-    a, b = without_added_defaults(a), without_added_defaults(b)
-
-    def flat(section: Any, prefix: str) -> dict[str, Any]:
-        if not isinstance(section, Mapping):
-            return {prefix: section}
-        out: dict[str, Any] = {}
-        for key, value in section.items():
-            if prefix == "question_bank" and key in _SELECTION_KEYS:
-                continue
-            out.update(flat(value, f"{prefix}.{key}"))
-        return out
-
-    diffs: list[str] = []
-    for sec in RECORD_SECTIONS:
-        fa, fb = flat(a.get(sec), sec), flat(b.get(sec), sec)
-        diffs += [k for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
-    return diffs
+    """Dotted keys of the record-relevant config where ``a`` and ``b`` differ (none: same records)."""
+    fa, fb = flatten(_record_config(a)), flatten(_record_config(b))
+    return [k for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 
 #: Version of the record format written by this module; bump when records change meaning.

@@ -183,6 +183,7 @@ def test_separate_labels_moves_overprinting_labels_apart():
     assert not any(boxes[i].overlaps(boxes[j]) for i in range(3) for j in range(i))
     assert anns[0].xyann == (4, 4) and anns[2].xyann == (4, 4)  # labels already clear stay put
     assert anns[1].xyann != (4, 4) and anns[1].xyann[0] == 4  # the later one moved, vertically only
+    plt.close(fig)
 
 
 def test_separate_labels_keeps_clear_of_obstacles_and_ignores_leader_lines():
@@ -207,7 +208,6 @@ def test_separate_labels_keeps_clear_of_obstacles_and_ignores_leader_lines():
     assert ann.xyann[1] > 4  # down was blocked too, so it went up
     assert not Text.get_window_extent(below).overlaps(first)
     assert not Text.get_window_extent(below).overlaps(obstacle)
-    plt.close(fig)
     plt.close(fig)
 
 
