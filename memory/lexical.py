@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -57,6 +58,10 @@ class LexicalIndex:
         self, item_ids: Sequence[int], texts: Sequence[str], k1: float = 1.2, b: float = 0.75
     ) -> None:
         import bm25s  # imported here: only memories with a lexical channel need it
+
+        # bm25s sets its own logger to DEBUG at import, so under any root handler (Hydra's in train.py)
+        # every index build printed "Building index from IDs objects"; its debug lines are not ours to show.
+        logging.getLogger("bm25s").setLevel(logging.WARNING)
 
         self.item_ids = np.asarray(item_ids, dtype=np.int64)
         self.vocab: dict[str, int] = {}

@@ -1,5 +1,7 @@
 """The BM25 lexical channel of the hierarchical memory (hybrid retrieval)."""
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -123,3 +125,10 @@ def test_saved_memory_keeps_the_lexical_channel(tmp_path):
     assert back.config.lexical_weight == 0.5 and back.config.lexical_fields == ("timestamp",)
     q = "Which class did she take in Zanzibar?"
     assert [i.text for i in back.retrieve(q, 3)] == [i.text for i in mem.retrieve(q, 3)]
+
+
+def test_index_build_logs_nothing_under_a_debug_root_handler(caplog: pytest.LogCaptureFixture) -> None:
+    # bm25s sets its logger to DEBUG; under train.py's root handler every build printed a debug line.
+    caplog.set_level(logging.DEBUG)
+    LexicalIndex([0, 1], DOCS[:2])
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("bm25s")] == []
