@@ -255,6 +255,13 @@ class ValidationCallback(BaseCallback):
         start = time.perf_counter()
         probs: list[np.ndarray] = []
         weight = self.components.cost_weight
+        if self.verbose:
+            # Validation runs without a bar and can take longer than a stretch of training.
+            n_lam = len(weight.choices) if weight.conditioned else 1
+            lams = f" × {n_lam} λ" if n_lam > 1 else ""
+            print(
+                f"[validation] step {self.num_timesteps}: {len(self.items)} questions{lams} ...", flush=True
+            )
         if self.reward_shaper is not None and getattr(self, "training_env", None) is not None:
             sync_reward_statistics(self.training_env, self.reward_shaper)
         if not weight.conditioned:
@@ -308,7 +315,11 @@ class ValidationCallback(BaseCallback):
         self.logger.record("val/best_score", float(self.best_score))  # type: ignore[arg-type]
         self.write_report()
         if self.verbose:
-            print(f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f})")
+            print(
+                f"[validation] step {step}: {self.select_metric}={score:.4f} (best {self.best_score:.4f}), "
+                f"F1 {summary.get('f1', float('nan')):.3f}, {entry['seconds']:.0f} s",
+                flush=True,
+            )
         return summary
 
     def fixed_path_verdict(self) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from policies.training.checkpoint import (
     save_checkpoint,
 )
 from policies.training.failure_budget import FailureBudget
+from policies.training.progress_lines import ProgressLinesCallback
 from policies.training.rundir import check_run_dir, claim_run_dir
 from policies.training.settings import Config, parse_config
 from policies.training.tracking import Tracker
@@ -158,6 +160,9 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         budget = FailureBudget(ts.max_failure_rate, str(redact(dict(config.backend))))
         hits0, miss0 = cache_counts(components.cache)
 
+        # SB3's bar (rich) draws nothing into a file or pipe: print plain lines there instead.
+        bar = ts.progress_bar and sys.stdout.isatty()
+        lines = ts.progress_bar and not bar
         validation = ValidationCallback(
             val_items,
             components,
@@ -166,7 +171,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             lambda: export_metadata(config, components, provenance),
             eval_freq=ts.eval_freq,
             select_metric=ts.select_metric,
-            verbose=ts.verbose,
+            verbose=max(ts.verbose, int(lines)),
             check_summary=budget.check_validation,
             reward_shaper=RewardShaper(config.cost),
         )
@@ -205,6 +210,8 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         callbacks = CallbackList(
             [
                 EpisodeStatsCallback(components.cache, episodes_path=run_dir / episodes_name),
+                # After the episode statistics (it prints them), before validation (it announces it).
+                *([ProgressLinesCallback(ts.total_timesteps)] if lines else []),
                 budget,
                 validation,
                 CheckpointCallback(save, ts.checkpoint_freq),
@@ -215,7 +222,7 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             model.learn(
                 total_timesteps=remaining,
                 callback=callbacks,
-                progress_bar=ts.progress_bar,
+                progress_bar=bar,
                 reset_num_timesteps=ckpt is None,
                 log_interval=1,
             )
