@@ -7,6 +7,7 @@ Commands (each lives next to the concept it evaluates; this file only dispatches
 * ``describe``   Counts of a benchmark's histories, questions, splits and categories.
 * ``frontier``   Cost-quality frontier of router checkpoints against fixed-tier baselines.
 * ``headroom``   Answer quality per context (gold evidence, raw top-k, fixed tier paths).
+* ``routability`` Whether a router that sees the question could beat the best fixed path (records only).
 * ``export``     Episode records, question banks or frontier results as a ``datasets`` Dataset.
 """
 
@@ -23,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "describe": ("evaluation.cli_describe", "counts of a benchmark's data"),
     "frontier": ("evaluation.cli_frontier", "cost-quality frontier of routers vs baselines"),
     "headroom": ("evaluation.cli_headroom", "answer quality per context: gold, raw top-k, fixed tier paths"),
+    "routability": (
+        "evaluation.cli_routability",
+        "could a router that sees the question beat the best fixed path? (frontier records, no LLM call)",
+    ),
     "export": ("evaluation.cli_export", "records, question banks or frontier results as a datasets Dataset"),
 }
 
