@@ -12,8 +12,10 @@ best fixed path (see :mod:`evaluation.routability`).
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import io
+import itertools
 import json
 import time
 from pathlib import Path
@@ -25,6 +27,7 @@ from benchmarks.base import SPLITS, Benchmark
 from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
+from envs.question_bank import question_bank_from
 from evaluation.bootstrap import DEFAULT_N_BOOT
 from evaluation.cli_options import add_option_argument, parse_options
 from evaluation.routability import RoutabilityRow, load_paths, routability
@@ -55,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--k", default="5,10,20", help="comma list of neighbour counts")
     a("--prices", default="0", help="comma list of F1 an all-HIGH-sized cost is worth (0 = quality only)")
     a("--no-category", action="store_true", help="skip the category router")
+    a(
+        "--context",
+        action="store_true",
+        help="add kNN routers over question + retrieved evidence (rebuilds the frontier run's question bank)",
+    )
     a("--encoder", default="minilm", help="question encoder (the router's; see memory.encoder)")
     a("--permutations", type=int, default=200, help="shuffles of the embeddings for the control")
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
@@ -79,26 +87,68 @@ def question_index(bench: Benchmark, split: str) -> dict[str, tuple[str, str]]:
 
 #: Printed under the table: how to read its columns.
 _LEGEND = (
-    "({n} questions; leave-one-out routers: kNN over question embeddings, category = the best path "
-    "of the question's category; cost = module cost / the costliest path's; best fixed = the best "
-    "path in hindsight on these questions; router − fixed, control and captured are in objective "
-    "F1 − price·cost (= F1 at price 0), paired, 95% bootstrap CIs; control = the router with its "
-    "input shuffled across questions (2.5–97.5% of the permutations), p = share of permutations "
-    "scoring >= the router; captured = share of the oracle's gain over best fixed)"
+    "({n} questions; leave-one-out routers: kNN question = over question embeddings, kNN context = "
+    "over question + retrieved-evidence embeddings, category = the best path of the question's "
+    "category; cost = module cost / the costliest path's; best fixed = the best path in hindsight on "
+    "these questions; router − fixed, control and captured are in objective F1 − price·cost (= F1 at "
+    "price 0), paired, 95% bootstrap CIs; control = the router with its input shuffled across "
+    "questions (2.5–97.5% of the permutations), p = share of permutations scoring >= the router; "
+    "captured = share of the oracle's gain over best fixed)"
 )
+
+
+def _unit(x: Any) -> np.ndarray:
+    arr = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    return arr / np.where(norms > 0, norms, 1.0)
+
+
+def context_features(
+    records: Path, split: str, qids: list[str], question: np.ndarray, encoder: Any, data_dir: str | None
+) -> np.ndarray:
+    """Per question, its embedding joined with the mean embedding of the evidence its memory retrieved.
+
+    The evidence is the question bank of the frontier run that wrote ``records`` (its
+    ``metadata.json`` config: same memory, same k), i.e. the text the first routed module gets,
+    the part of a router's observation the question alone does not show. Both halves are unit
+    vectors, so cosine similarity weighs question and evidence equally.
+
+    Raises:
+        SystemExit: If the frontier's ``metadata.json`` is missing or a question is not in its bank.
+    """
+    meta_path = records.parents[2] / "metadata.json"
+    if not meta_path.is_file():
+        raise SystemExit(
+            f"error: --context needs the frontier run's config, {meta_path} (records/<fp>/<split> of a "
+            "frontier --out dir); drop --context to use the question alone"
+        )
+    cfg = copy.deepcopy(json.loads(meta_path.read_text(encoding="utf-8"))["config"])
+    cfg["data_dir"] = data_dir  # the machine that wrote the records may keep its data elsewhere
+    cfg.setdefault("question_bank", {}).update(limit=None, max_samples=None)
+    items = {it.question.question_id: it for it in question_bank_from(cfg, split, encoder, progress=False)}
+    lost = [q for q in qids if q not in items or not items[q].evidence]
+    if lost:
+        raise SystemExit(
+            f"error: {len(lost)} questions have no retrieved evidence in the bank (first: {lost[:3]})"
+        )
+    texts = [[e.text for e in items[q].evidence] for q in qids]
+    flat = _unit(encoder.encode([t for ts in texts for t in ts]))
+    bounds = np.cumsum([0, *(len(ts) for ts in texts)])
+    evidence = _unit(np.stack([flat[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)]))
+    return np.concatenate([question, evidence], axis=1)
 
 
 def format_rows(rows: list[RoutabilityRow], n: int) -> str:
     """The printed table, one line per (k, price), then each row's path mix."""
     head = (
-        f"{'learner':<9} {'price':>6}  {'router F1 [CI]':<22} {'cost':>6}  "
+        f"{'learner':<22} {'price':>6}  {'router F1 [CI]':<22} {'cost':>6}  "
         f"{'best fixed':<10} {'F1':>6} {'cost':>6}  {'router − fixed [CI]':<24} {'+/−':>6}  "
         f"{'shuffled control':<22} {'p':>5}  {'oracle':>6}  captured"
     )
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r.learner:<9} {r.price:>6g}  {_ci(r.router.mean, r.router.lo, r.router.hi):<22} "
+            f"{r.learner:<22} {r.price:>6g}  {_ci(r.router.mean, r.router.lo, r.router.hi):<22} "
             f"{r.router_cost_share:>6.3f}  {r.fixed_path:<10} {r.fixed.mean:>6.3f} "
             f"{r.fixed_cost_share:>6.3f}  "
             f"{_ci(r.diff.mean, r.diff.lo, r.diff.hi, signed=True):<24} {f'{r.better}/{r.worse}':>6}  "
@@ -144,8 +194,8 @@ def verdict(rows: list[RoutabilityRow]) -> str:
             )
         else:
             text = (
-                f"no learner beats its shuffled control ({detail}): on these questions neither the "
-                "question embedding nor the category says anything detectable about which path pays."
+                f"no learner beats its shuffled control ({detail}): on these questions nothing the learners "
+                "see says anything detectable about which path pays."
             )
         out.append(f"price {price:g}: {text}")
     return "\n".join(out)
@@ -229,11 +279,14 @@ def run(args: argparse.Namespace) -> int:
             f"error: {len(missing)} of the {len(qids)} record question ids are not in "
             f"{args.benchmark}/{split} (first: {missing[:3]}); wrong --benchmark or --split?"
         )
-    emb = np.asarray(get_encoder(args.encoder).encode([index[q][0] for q in qids]), dtype=np.float64)
+    encoder = get_encoder(args.encoder)
+    inputs = {"question": _unit(encoder.encode([index[q][0] for q in qids]))}
+    if args.context:
+        inputs["context"] = context_features(records, split, qids, inputs["question"], encoder, args.data_dir)
     ks = _numbers(args.k, "k", int)
     rows = routability(
         paths,
-        emb,
+        inputs,
         ks=ks,
         categories=None if args.no_category else [index[q][1] for q in qids],
         prices=_numbers(args.prices, "prices", float),

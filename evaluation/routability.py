@@ -259,7 +259,7 @@ class RoutabilityRow:
     """The comparison of one learner at one price.
 
     Attributes:
-        learner: ``"kNN k=10"`` (question embeddings) or ``"category"`` (the question's category).
+        learner: ``"kNN question k=10"`` (kNN over one named input) or ``"category"``.
         price: F1 one costliest-path cost is worth (0 = quality only).
         router: The learner's F1 with its interval.
         router_cost_share: Its mean module cost over the costliest path's.
@@ -340,7 +340,7 @@ class RoutabilityRow:
 
 def routability(
     paths: Sequence[PathScores],
-    embeddings: np.ndarray,
+    inputs: Mapping[str, np.ndarray],
     *,
     ks: Sequence[int] = (10,),
     categories: Sequence[str] | None = None,
@@ -353,9 +353,10 @@ def routability(
     """Compare leave-one-out routers with the best fixed path and their shuffled controls.
 
     Args:
-        paths: Candidate paths, aligned on the same questions as ``embeddings``' rows.
-        embeddings: ``(n_questions, dim)`` question embeddings (what the router sees of a question).
-        ks: Neighbour counts of the kNN router (one learner each; choosing k on these same
+        paths: Candidate paths, aligned on the same questions as the inputs' rows.
+        inputs: Named ``(n_questions, dim)`` embeddings a router could see of a question
+            (``{"question": ..., "context": ...}``); each gives one kNN learner per ``k``.
+        ks: Neighbour counts of the kNN routers (one learner each; choosing k on these same
             questions would be selection on test, so report them all).
         categories: Per question, its category: adds the *category router* (the best path over
             the other questions of its category), whose control shuffles the categories. A
@@ -368,15 +369,17 @@ def routability(
         alpha: Interval level.
 
     Returns:
-        One :class:`RoutabilityRow` per (learner, price), kNN learners first.
+        One :class:`RoutabilityRow` per (learner, price): kNN learners in input then ``k``
+        order, then the category router.
 
     Raises:
-        ValueError: If ``embeddings`` or ``categories`` has another length than the paths have
+        ValueError: If an input or ``categories`` has another length than the paths have
             questions, or every path has zero cost.
     """
     n = len(paths[0].f1)
-    if embeddings.shape[0] != n:
-        raise ValueError(f"{embeddings.shape[0]} embeddings for {n} questions")
+    for name, emb in inputs.items():
+        if emb.shape[0] != n:
+            raise ValueError(f"{emb.shape[0]} {name} embeddings for {n} questions")
     if categories is not None and len(categories) != n:
         raise ValueError(f"{len(categories)} categories for {n} questions")
     ref_cost = max(float(p.cost.mean()) for p in paths)
@@ -388,14 +391,15 @@ def routability(
     # the input of another question (its embedding, its category), so the learner keeps its
     # selection noise but loses any link between a question and its paths.
     learners: list[tuple[str, np.ndarray, list[np.ndarray]]] = []
-    for k in ks:
-        learners.append(
-            (
-                f"kNN k={k}",
-                neighbour_mask(neighbours(embeddings, k)),
-                [neighbour_mask(neighbours(embeddings[perm], k)) for perm in perms],
+    for name, emb in inputs.items():
+        for k in ks:
+            learners.append(
+                (
+                    f"kNN {name} k={k}",
+                    neighbour_mask(neighbours(emb, k)),
+                    [neighbour_mask(neighbours(emb[perm], k)) for perm in perms],
+                )
             )
-        )
     if categories is not None:
         cats = np.asarray([str(c) for c in categories])
         learners.append(("category", group_mask(cats), [group_mask(cats[perm]) for perm in perms]))

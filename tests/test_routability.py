@@ -90,8 +90,10 @@ def test_routability_finds_a_real_signal() -> None:
     emb = np.stack([cluster, 1 - cluster], axis=1) + rng.normal(0, 0.05, (n, 2))
     a = _path("A", list(1.0 - cluster), 1.0)
     b = _path("B", list(cluster.astype(float)), 1.0)
-    row, cat = routability([a, b], emb, ks=[5], categories=list(cluster), n_permutations=100, n_boot=200)
-    assert (row.learner, cat.learner) == ("kNN k=5", "category")
+    row, cat = routability(
+        [a, b], {"question": emb}, ks=[5], categories=list(cluster), n_permutations=100, n_boot=200
+    )
+    assert (row.learner, cat.learner) == ("kNN question k=5", "category")
     assert cat.router.mean == 1.0 and cat.signal and cat.beats_fixed  # the category alone tells them apart
     assert row.router.mean == 1.0  # every question routed to the path that answers it
     assert row.fixed.mean == 0.5 and row.fixed_path == "A"  # tie on F1 and cost: the first path
@@ -107,7 +109,7 @@ def test_routability_without_a_signal_matches_its_control() -> None:
     a = _path("A", [1, 0, 1, 0, 1, 0], 1.0)
     b = _path("B", [0, 1, 0, 1, 0, 1], 2.0)
     row, cat = routability(
-        [a, b], np.ones((6, 4)), ks=[2], categories=["x"] * 6, n_permutations=20, n_boot=100
+        [a, b], {"question": np.ones((6, 4))}, ks=[2], categories=["x"] * 6, n_permutations=20, n_boot=100
     )
     assert row.control_p == 1.0 and not row.signal and not row.beats_fixed
     assert row.fixed_path == "A"  # tie on F1: cheaper
@@ -118,14 +120,16 @@ def test_routability_prices_cost_and_reports_shares() -> None:
     emb = np.eye(4)
     cheap = _path("L", [0.5] * 4, 0.0)
     dear = _path("H", [0.6] * 4, 10.0)
-    free, priced = routability([cheap, dear], emb, ks=[1], prices=[0.0, 0.2], n_permutations=5, n_boot=50)
+    free, priced = routability(
+        [cheap, dear], {"question": emb}, ks=[1], prices=[0.0, 0.2], n_permutations=5, n_boot=50
+    )
     assert free.fixed_path == "H" and free.fixed_cost_share == 1.0 and free.router_cost_share == 1.0
     assert priced.fixed_path == "L" and priced.fixed_cost_share == 0.0 and priced.router_cost_share == 0.0
     assert priced.diff.mean == pytest.approx(0.0) and np.isnan(priced.captured)  # the oracle gains nothing
-    with pytest.raises(ValueError, match="3 embeddings for 4 questions"):
-        routability([cheap, dear], np.eye(3))
+    with pytest.raises(ValueError, match="3 context embeddings for 4 questions"):
+        routability([cheap, dear], {"question": emb, "context": np.eye(3)})
     with pytest.raises(ValueError, match="2 categories for 4 questions"):
-        routability([cheap, dear], emb, categories=["a", "b"])
+        routability([cheap, dear], {"question": emb}, categories=["a", "b"])
 
 
 def _write(path: Path, recs: list[dict]) -> None:
@@ -187,10 +191,10 @@ def test_cli_on_real_question_ids(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "12 questions × 2 fixed paths" in printed and "price 0.1:" in printed
     data = json.loads((out / "routability.json").read_text())
     assert [(r["learner"], r["price"]) for r in data["rows"]] == [
-        ("kNN k=3", 0.0),
-        ("kNN k=3", 0.1),
-        ("kNN k=5", 0.0),
-        ("kNN k=5", 0.1),
+        ("kNN question k=3", 0.0),
+        ("kNN question k=3", 0.1),
+        ("kNN question k=5", 0.0),
+        ("kNN question k=5", 0.1),
         ("category", 0.0),
         ("category", 0.1),
     ]
@@ -216,3 +220,36 @@ def test_cli_on_real_question_ids(tmp_path: Path, capsys: pytest.CaptureFixture[
         )
     with pytest.raises(SystemExit, match="no such records directory"):
         evaluate.main(["routability", "--benchmark", "locomo", "--records", str(tmp_path / "test")])
+
+
+def test_cli_context_learner_reads_the_frontier_question_bank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        resolve_data_dir()
+    except DataFileError as exc:
+        pytest.skip(f"benchmark data directory absent ({exc})")
+    import evaluate
+    from benchmarks.registry import get_benchmark
+    from evaluation.frontier_config import compose_default_config
+
+    qs = [q for s in get_benchmark("locomo").load("test") for q in s.questions][:8]
+    out_dir = tmp_path / "frontier"
+    rec_dir = out_dir / "records" / "fp" / "test"
+    rec_dir.mkdir(parents=True)
+    _write(
+        rec_dir / "fixed-LLLLL.jsonl",
+        [_rec(q.question_id, ["LOW"] * 5, i % 2, 0.01) for i, q in enumerate(qs)],
+    )
+    _write(rec_dir / "fixed-HHHHH.jsonl", [_rec(q.question_id, ["HIGH"] * 5, 0.5, 10.0) for q in qs])
+    args = ["routability", "--benchmark", "locomo", "--records", str(rec_dir), "--encoder", "hashing"]
+    args += ["--k", "3", "--permutations", "5", "--n-boot", "50", "--no-category", "--context"]
+    with pytest.raises(SystemExit, match="--context needs the frontier run's config"):
+        evaluate.main(args)
+    cfg = compose_default_config(
+        ["encoder=hashing", "memory=no_ce", f"question_bank.cache_dir={tmp_path / 'qb'}"]
+    )
+    (out_dir / "metadata.json").write_text(json.dumps({"config": cfg}), encoding="utf-8")
+    assert evaluate.main(args) == 0
+    printed = capsys.readouterr().out
+    assert "kNN question k=3" in printed and "kNN context k=3" in printed
