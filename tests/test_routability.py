@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -165,22 +166,27 @@ def test_load_paths_names_what_is_wrong(tmp_path: Path) -> None:
         load_paths(tmp_path)
 
 
-def test_cli_on_real_question_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _locomo_records(rec_dir: Path, n: int) -> list[Any]:
+    """Records of two fixed paths on the first ``n`` real LoCoMo test questions (skips without data)."""
     try:
         resolve_data_dir()
     except DataFileError as exc:
         pytest.skip(f"benchmark data directory absent ({exc})")
-    import evaluate
     from benchmarks.registry import get_benchmark
 
-    qs = [q for s in get_benchmark("locomo").load("test") for q in s.questions][:12]
-    rec_dir = tmp_path / "records" / "fp" / "test"
+    qs = [q for s in get_benchmark("locomo").load("test") for q in s.questions][:n]
     rec_dir.mkdir(parents=True)
-    _write(
-        rec_dir / "fixed-LLLLL.jsonl",
-        [_rec(q.question_id, ["LOW"] * 5, i % 2, 0.01) for i, q in enumerate(qs)],
-    )
+    low = [_rec(q.question_id, ["LOW"] * 5, i % 2, 0.01) for i, q in enumerate(qs)]
+    _write(rec_dir / "fixed-LLLLL.jsonl", low)
     _write(rec_dir / "fixed-HHHHH.jsonl", [_rec(q.question_id, ["HIGH"] * 5, 0.5, 10.0) for q in qs])
+    return qs
+
+
+def test_cli_on_real_question_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import evaluate
+
+    rec_dir = tmp_path / "records" / "fp" / "test"
+    qs = _locomo_records(rec_dir, 12)
     out = tmp_path / "out"
     code = evaluate.main(
         ["routability", "--benchmark", "locomo", "--records", str(rec_dir), "--encoder", "hashing",
@@ -225,23 +231,12 @@ def test_cli_on_real_question_ids(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_cli_context_learner_reads_the_frontier_question_bank(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    try:
-        resolve_data_dir()
-    except DataFileError as exc:
-        pytest.skip(f"benchmark data directory absent ({exc})")
     import evaluate
-    from benchmarks.registry import get_benchmark
     from evaluation.frontier_config import compose_default_config
 
-    qs = [q for s in get_benchmark("locomo").load("test") for q in s.questions][:8]
     out_dir = tmp_path / "frontier"
     rec_dir = out_dir / "records" / "fp" / "test"
-    rec_dir.mkdir(parents=True)
-    _write(
-        rec_dir / "fixed-LLLLL.jsonl",
-        [_rec(q.question_id, ["LOW"] * 5, i % 2, 0.01) for i, q in enumerate(qs)],
-    )
-    _write(rec_dir / "fixed-HHHHH.jsonl", [_rec(q.question_id, ["HIGH"] * 5, 0.5, 10.0) for q in qs])
+    _locomo_records(rec_dir, 8)
     args = ["routability", "--benchmark", "locomo", "--records", str(rec_dir), "--encoder", "hashing"]
     args += ["--k", "3", "--permutations", "5", "--n-boot", "50", "--no-category", "--context"]
     with pytest.raises(SystemExit, match="--context needs the frontier run's config"):
