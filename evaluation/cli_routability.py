@@ -5,8 +5,9 @@ r"""``python evaluate.py routability``: could a router that sees the question be
         --k 5,10,20 --prices 0,0.05 --out results/routability/longmemeval_oracle-test-40q
 
 Reads the fixed-path records a frontier run left (no LLM call), embeds the questions with the
-router's encoder and prints, per (k, price), the leave-one-out kNN router against the leave-one-out
-best fixed path (see :mod:`evaluation.routability`).
+router's encoder (and, with ``--context``, the evidence retrieved for them) and prints, per learner
+and price, the leave-one-out router against the best fixed path in hindsight and its shuffled control
+(see :mod:`evaluation.routability`).
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="add kNN routers over question + retrieved evidence (rebuilds the frontier run's question bank)",
     )
     a("--encoder", default="minilm", help="question encoder (the router's; see memory.encoder)")
-    a("--permutations", type=int, default=200, help="shuffles of the embeddings for the control")
+    a("--permutations", type=int, default=200, help="shuffles of each learner input for its control")
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
-    a("--out", default=None, help="write routability.json, routability.csv and routability.png here")
+    a("--out", default=None, help="write routability.{txt,json,csv,png} here")
     add_option_argument(parser)
 
 

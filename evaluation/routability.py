@@ -167,13 +167,18 @@ def objective(f1: np.ndarray, cost_share: np.ndarray | float, price: float) -> n
     return np.asarray(f1, dtype=np.float64) - price * np.asarray(cost_share, dtype=np.float64)
 
 
+def _table(paths: Sequence[PathScores], attr: str) -> np.ndarray:
+    """``(n_questions, n_paths)``: one column per path of its ``f1`` or ``cost``."""
+    return np.stack([getattr(p, attr) for p in paths], axis=1)
+
+
 def loo_path_costs(paths: Sequence[PathScores], ref_cost: float) -> np.ndarray:
     """``(n_questions, n_paths)`` cost shares a router could know before answering question i.
 
     Each path's mean cost over the *other* questions, divided by ``ref_cost`` (the costliest
     path's mean), so no question's own cost enters its decision.
     """
-    cost = np.stack([p.cost for p in paths], axis=1)
+    cost = _table(paths, "cost")
     n = cost.shape[0]
     loo = (cost.sum(axis=0, keepdims=True) - cost) / (n - 1)
     return loo / ref_cost
@@ -213,7 +218,7 @@ def masked_choice(paths: Sequence[PathScores], mask: np.ndarray, price: float, r
     """
     if not mask.any(axis=1).all() or mask.diagonal().any():
         raise ValueError("every question needs at least one other question to learn from, and not itself")
-    f1 = np.stack([p.f1 for p in paths], axis=1)  # (n, P)
+    f1 = _table(paths, "f1")  # (n, P)
     share = loo_path_costs(paths, ref_cost)
     w = mask.astype(np.float64)
     pred = (w @ f1) / w.sum(axis=1, keepdims=True)  # (n, P): each path's mean F1 over the selected
@@ -233,8 +238,8 @@ def hindsight_best_fixed(paths: Sequence[PathScores], price: float, ref_cost: fl
     (a leave-one-out best-fixed would be pessimistic for small n: leaving out a question that
     decides the ranking flips the choice exactly where it hurts).
     """
-    f1 = np.stack([p.f1 for p in paths], axis=1)
-    cost = np.stack([p.cost for p in paths], axis=1) / ref_cost
+    f1 = _table(paths, "f1")
+    cost = _table(paths, "cost") / ref_cost
     score = objective(f1, cost, price).mean(axis=0, keepdims=True)
     return int(_argbest(score, cost.mean(axis=0, keepdims=True))[0])
 
@@ -249,8 +254,8 @@ def _argbest(score: np.ndarray, share: np.ndarray) -> np.ndarray:
 
 def oracle_choice(paths: Sequence[PathScores], price: float, ref_cost: float) -> np.ndarray:
     """Per question, the path with the best objective *on that question* (clairvoyant)."""
-    f1 = np.stack([p.f1 for p in paths], axis=1)
-    cost = np.stack([p.cost for p in paths], axis=1) / ref_cost
+    f1 = _table(paths, "f1")
+    cost = _table(paths, "cost") / ref_cost
     return _argbest(objective(f1, cost, price), cost)
 
 
@@ -422,8 +427,8 @@ def _compare(
     alpha: float,
 ) -> RoutabilityRow:
     labels = [p.label for p in paths]
-    f1_table = np.stack([p.f1 for p in paths], axis=1)
-    share_table = np.stack([p.cost for p in paths], axis=1) / ref_cost
+    f1_table = _table(paths, "f1")
+    share_table = _table(paths, "cost") / ref_cost
     obj_table = objective(f1_table, share_table, price)
     idx = np.arange(f1_table.shape[0])
     r_choice = masked_choice(paths, mask, price, ref_cost)
