@@ -20,6 +20,7 @@ import numpy as np
 from common.atomic import atomic_write_csv, atomic_write_json, atomic_write_with
 from common.datadir import data_file
 from common.provenance import run_metadata
+from evaluation.cli_options import comma_list
 from memory.bench import run_modes
 from memory.config import MODES, MemoryConfig
 from memory.encoder import get_encoder
@@ -55,23 +56,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="do not cache fact embeddings on disk")
 
 
-def _parse_list(text: str, what: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise SystemExit(f"error: --{what} is empty")
-    return items
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark; returns the exit code."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from tqdm import tqdm
 
-    modes = _parse_list(args.modes, "modes")
+    modes = comma_list(args.modes, "modes", str)
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise SystemExit(f"error: unknown mode(s) {unknown}; known: {list(MODES)}")
-    seeds = [int(s) for s in _parse_list(args.seeds, "seeds")]
+    seeds = comma_list(args.seeds, "seeds", int)
     data_files: list[Path] = []
     if args.scenario == "bgl":
         l1, l2, patterns = 500, 5000, "bgl"

@@ -1,9 +1,40 @@
-"""``--option KEY=VALUE``: benchmark loader options on the command line (``benchmark.options`` in configs)."""
+"""Option parsing shared by the ``evaluate.py`` commands.
+
+``--option KEY=VALUE`` (benchmark loader options, ``benchmark.options`` in configs) and comma lists
+(``--k 5,10``, ``--seeds 0,1``), so every command reports a bad value the same way: naming the flag.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def comma_list(text: str, flag: str, cast: Callable[[str], T]) -> list[T]:
+    """``"5, 10,"`` -> ``[5, 10]`` with ``cast=int``: items stripped, empty items dropped, order kept.
+
+    Args:
+        text: The flag's value.
+        flag: The flag's name without dashes, for the error message.
+        cast: Converts one item (``str``, ``int``, ``float``, ...).
+
+    Raises:
+        SystemExit: When an item does not convert or the list is empty (argparse-style message).
+    """
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise SystemExit(f"error: --{flag} is empty")
+    out: list[T] = []
+    for item in items:
+        try:
+            out.append(cast(item))
+        except ValueError:
+            kind = getattr(cast, "__name__", "value")
+            raise SystemExit(f"error: --{flag}: {item!r} is not a valid {kind} (in {text!r})") from None
+    return out
 
 
 def add_option_argument(parser: argparse.ArgumentParser) -> None:

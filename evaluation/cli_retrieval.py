@@ -21,19 +21,16 @@ from benchmarks.recall import evidence_hit, evidence_recall
 from benchmarks.registry import benchmark_names, get_benchmark
 from common.atomic import atomic_write_csv, atomic_write_json
 from common.provenance import run_metadata
-from evaluation.cli_options import add_option_argument, parse_options
+from evaluation.cli_options import add_option_argument, comma_list, parse_options
 from memory.encoder import get_encoder
 from modules.types import Evidence
 
 log = logging.getLogger(__name__)
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = sorted({int(x) for x in text.split(",") if x.strip()})
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from exc
-    if not values or values[0] <= 0:
+def _k_values(text: str) -> list[int]:
+    values = sorted(set(comma_list(text, "k", int)))
+    if values[0] <= 0:
         raise argparse.ArgumentTypeError(f"k values must be positive integers, got {text!r}")
     return values
 
@@ -43,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--benchmark", required=True, choices=benchmark_names())
     parser.add_argument("--split", default="test", choices=("train", "val", "test", "all"))
     parser.add_argument(
-        "--k", type=_int_list, default=[5, 10], help="comma-separated k values (default 5,10)"
+        "--k", type=_k_values, default=[5, 10], help="comma-separated k values (default 5,10)"
     )
     parser.add_argument(
         "--modes",
@@ -128,7 +125,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     """Run the evaluation; returns 0 on success."""
     t_start = time.perf_counter()
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    modes = comma_list(args.modes, "modes", str)
     build = MemoryBuildConfig(
         chunking=ChunkingConfig(max_tokens=args.max_tokens, granularity=args.granularity),
         l1_fraction=args.l1_fraction,

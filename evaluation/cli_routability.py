@@ -30,7 +30,7 @@ from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from envs.question_bank import question_bank_from
 from evaluation.bootstrap import DEFAULT_N_BOOT
-from evaluation.cli_options import add_option_argument, parse_options
+from evaluation.cli_options import add_option_argument, comma_list, parse_options
 from evaluation.routability import RoutabilityRow, load_paths, routability
 from memory.encoder import get_encoder
 
@@ -69,16 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
     a("--out", default=None, help="write routability.{txt,json,csv,png} here")
     add_option_argument(parser)
-
-
-def _numbers(text: str, name: str, cast: type) -> list[Any]:
-    try:
-        values = [cast(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise SystemExit(f"--{name} must be a comma list of numbers, got {text!r}") from None
-    if not values:
-        raise SystemExit(f"--{name} is empty")
-    return values
 
 
 def question_index(bench: Benchmark, split: str) -> dict[str, tuple[str, str]]:
@@ -267,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     split = args.split or (records.name if records.name in SPLITS else None)
     if split is None:
         raise SystemExit(f"--split is needed: the records dir {records} is not named after a split {SPLITS}")
-    names = [s.strip() for s in args.paths.split(",") if s.strip()] if args.paths else None
+    names = comma_list(args.paths, "paths", str) if args.paths else None
     try:
         qids, paths = load_paths(records, names)
     except (FileNotFoundError, ValueError) as exc:  # bad input: the message names file and field
@@ -284,13 +274,13 @@ def run(args: argparse.Namespace) -> int:
     inputs = {"question": _unit(encoder.encode([index[q][0] for q in qids]))}
     if args.context:
         inputs["context"] = context_features(records, split, qids, inputs["question"], encoder, args.data_dir)
-    ks = _numbers(args.k, "k", int)
+    ks = comma_list(args.k, "k", int)
     rows = routability(
         paths,
         inputs,
         ks=ks,
         categories=None if args.no_category else [index[q][1] for q in qids],
-        prices=_numbers(args.prices, "prices", float),
+        prices=comma_list(args.prices, "prices", float),
         n_permutations=args.permutations,
         n_boot=args.n_boot,
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from common.provenance import sha256_file
+from evaluation.cli_options import comma_list
 from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run, same_for_every_item
 from modules.tier import MODULE_ORDER, Tier, tiers_label
 from policies.baselines import get_baseline
@@ -224,7 +225,7 @@ def random_system(name: str, seeds_spec: str) -> SystemSpec:
     Raises:
         ValueError: On a tier after ``random:`` other than LOW, MID or HIGH.
     """
-    seeds = [int(s) for s in str(seeds_spec).split(",") if s.strip()]
+    seeds = comma_list(seeds_spec, "random-seeds", int)
     tier_name = name.partition(":")[2].strip()
     try:
         max_tier = Tier.parse(tier_name) if tier_name else Tier.HIGH
