@@ -57,6 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma list of record run ids (default: every fixed-*.jsonl in --records)",
     )
     a("--k", default="5,10,20", help="comma list of neighbour counts")
+    a(
+        "--ridge",
+        default="1,10",
+        help="comma list of ridge penalties, one ridge router per input and value ('' = none)",
+    )
     a("--prices", default="0", help="comma list of F1 an all-HIGH-sized cost is worth (0 = quality only)")
     a("--no-category", action="store_true", help="skip the category router")
     a(
@@ -79,7 +84,8 @@ def question_index(bench: Benchmark, split: str) -> dict[str, tuple[str, str]]:
 #: Printed under the table: how to read its columns.
 _LEGEND = (
     "({n} questions; leave-one-out routers: kNN question = over question embeddings, kNN context = "
-    "over question + retrieved-evidence embeddings, category = the best path of the question's "
+    "over question + retrieved-evidence embeddings, ridge = a linear model of each path's F1 on the same "
+    "input, category = the best path of the question's "
     "category; cost = module cost / the costliest path's; best fixed = the best path in hindsight on "
     "these questions; router − fixed, control and captured are in objective F1 − price·cost (= F1 at "
     "price 0), paired, 95% bootstrap CIs; control = the router with its input shuffled across "
@@ -132,14 +138,14 @@ def context_features(
 def format_rows(rows: list[RoutabilityRow], n: int) -> str:
     """The printed table, one line per (k, price), then each row's path mix."""
     head = (
-        f"{'learner':<22} {'price':>6}  {'router F1 [CI]':<22} {'cost':>6}  "
+        f"{'learner':<26} {'price':>6}  {'router F1 [CI]':<22} {'cost':>6}  "
         f"{'best fixed':<10} {'F1':>6} {'cost':>6}  {'router − fixed [CI]':<24} {'+/−':>6}  "
         f"{'shuffled control':<22} {'p':>5}  {'oracle':>6}  captured"
     )
     lines = [head]
     for r in rows:
         lines.append(
-            f"{r.learner:<22} {r.price:>6g}  {_ci(r.router.mean, r.router.lo, r.router.hi):<22} "
+            f"{r.learner:<26} {r.price:>6g}  {_ci(r.router.mean, r.router.lo, r.router.hi):<22} "
             f"{r.router_cost_share:>6.3f}  {r.fixed_path:<10} {r.fixed.mean:>6.3f} "
             f"{r.fixed_cost_share:>6.3f}  "
             f"{_ci(r.diff.mean, r.diff.lo, r.diff.hi, signed=True):<24} {f'{r.better}/{r.worse}':>6}  "
@@ -166,6 +172,12 @@ def verdict(rows: list[RoutabilityRow]) -> str:
         wins = ", ".join(r.learner for r in at if r.beats_fixed and r.signal)
         signal = ", ".join(r.learner for r in at if r.signal)
         best = min(at, key=lambda r: r.control_p)
+        # Each learner is one test: with m of them, about 0.05·m pass p < 0.05 by chance alone.
+        strict = 0.05 / len(at)
+        multiple = (
+            f" ({len(at)} learners tested: Bonferroni keeps only p < {strict:.4f}"
+            f"{', which ' + best.learner + ' meets' if best.control_p < strict else ', which none meets'})"
+        )
         d = best.diff
         detail = (
             f"best: {best.learner}, router − fixed {d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}], "
@@ -175,13 +187,13 @@ def verdict(rows: list[RoutabilityRow]) -> str:
             text = (
                 f"{wins} beats both its shuffled control (p < 0.05) and the best "
                 f"fixed path ({best.fixed_path}): the question tells these questions apart, so a router "
-                "that stays at a fixed path leaves quality behind."
+                "that stays at a fixed path leaves quality behind." + multiple
             )
         elif signal:
             text = (
                 f"{signal} beats its shuffled control (p < 0.05) but not the best "
                 f"fixed path ({best.fixed_path}) with its whole interval ({detail}): a signal, too weak "
-                "here to pay for a router."
+                "here to pay for a router." + multiple
             )
         else:
             text = (
@@ -279,6 +291,7 @@ def run(args: argparse.Namespace) -> int:
         paths,
         inputs,
         ks=ks,
+        ridge_alphas=comma_list(args.ridge, "ridge", float) if args.ridge.strip() else (),
         categories=None if args.no_category else [index[q][1] for q in qids],
         prices=comma_list(args.prices, "prices", float),
         n_permutations=args.permutations,

@@ -15,9 +15,12 @@ best (minus a cost price). Two comparisons, both paired on the same questions:
   the router), with a bootstrap interval. Beating it says that signal is worth more than a fixed
   choice: a trained router that stays at a fixed path leaves measurable quality behind.
 
-A second learner, the *category router* (the best path over the other questions of the same
-category, its control shuffling the categories), asks the same of the coarsest structure of the
-questions. Neither says what a trained router will learn (it sees module inputs as well, and trains on
+A second family, *ridge routers*, predicts each path's F1 from the whole embedding with a linear
+model (ridge regression, leave-one-out exact), as RouterBench's predictive routers do: where kNN only
+averages near neighbours, ridge can use a direction of the embedding space that spans every question.
+A third learner, the *category router* (the best path over the other questions of the same category,
+its control shuffling the categories), asks the same of the coarsest structure of the questions.
+None says what a trained router will learn (it sees module inputs as well, and trains on
 other questions); a learner that cannot beat its control here has, on these questions, nothing to
 route on.
 
@@ -30,8 +33,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -207,10 +211,8 @@ def group_mask(groups: Sequence[str] | np.ndarray) -> np.ndarray:
     return mask
 
 
-def masked_choice(paths: Sequence[PathScores], mask: np.ndarray, price: float, ref_cost: float) -> np.ndarray:
-    """Per question, the path with the best mean objective over the questions its mask row selects.
-
-    Ties go to the cheaper path (by leave-one-out mean cost), then to the earlier one.
+def mask_weights(mask: np.ndarray) -> np.ndarray:
+    """Row-normalised weights of a leave-one-out mask: each row averages the questions it selects.
 
     Raises:
         ValueError: If a row selects no question or the question itself (that would not be
@@ -218,11 +220,73 @@ def masked_choice(paths: Sequence[PathScores], mask: np.ndarray, price: float, r
     """
     if not mask.any(axis=1).all() or mask.diagonal().any():
         raise ValueError("every question needs at least one other question to learn from, and not itself")
-    f1 = _table(paths, "f1")  # (n, P)
-    share = loo_path_costs(paths, ref_cost)
     w = mask.astype(np.float64)
-    pred = (w @ f1) / w.sum(axis=1, keepdims=True)  # (n, P): each path's mean F1 over the selected
-    return _argbest(objective(pred, share, price), share)
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def ridge_weights(embeddings: np.ndarray, alpha: float) -> np.ndarray:
+    """``(n, n)`` weights ``W``: ``W @ y`` is each question's leave-one-out ridge prediction of ``y``.
+
+    Ridge regression of ``y`` on the (unit-normalised, centred) embeddings with an unpenalised
+    intercept is a linear smoother ``ŷ = H y`` with ``H = 11ᵀ/n + K (K + αI)⁻¹``, ``K`` the centred
+    Gram matrix. Its leave-one-out prediction is exact without refitting:
+    ``ŷ₋ᵢ = Σ_{j≠i} H_ij y_j / (1 − H_ii)``, so ``W_ij = H_ij / (1 − H_ii)`` with a zero diagonal. The
+    same ``W`` serves every path (one regression per path column), and question i's own score never
+    enters its prediction. The embedding rows are centred with every question's rows: only the
+    *labels* are held out, as a router sees inputs of questions it has not been scored on.
+
+    Args:
+        embeddings: ``(n_questions, dim)``.
+        alpha: Ridge penalty (on unit-norm rows, the Gram matrix has a unit diagonal; larger
+            shrinks every prediction towards the other questions' mean).
+
+    Raises:
+        ValueError: If ``alpha`` is not positive, the embeddings are not 2-D with at least 3
+            rows, or a question's leverage is 1 (its prediction would be undefined).
+    """
+    emb = np.asarray(embeddings, dtype=np.float64)
+    if emb.ndim != 2 or emb.shape[0] < 3:
+        raise ValueError(f"embeddings must be (n_questions >= 3, dim), got shape {emb.shape}")
+    if not alpha > 0:
+        raise ValueError(f"ridge alpha must be positive, got {alpha}")
+    n = emb.shape[0]
+    norms = np.linalg.norm(emb, axis=1, keepdims=True)
+    x = emb / np.where(norms > 0, norms, 1.0)
+    x = x - x.mean(axis=0, keepdims=True)
+    gram = x @ x.T
+    hat = np.full((n, n), 1.0 / n) + np.linalg.solve(gram + alpha * np.eye(n), gram).T
+    lev = hat.diagonal().copy()
+    if (1.0 - lev <= 1e-9).any():
+        raise ValueError(f"a question has leverage 1 at alpha={alpha}; use a larger alpha")
+    w = hat / (1.0 - lev)[:, None]
+    np.fill_diagonal(w, 0.0)
+    return w
+
+
+def smoother_choice(
+    paths: Sequence[PathScores], weights: np.ndarray, price: float, ref_cost: float
+) -> np.ndarray:
+    """Per question, the path with the best predicted objective, predictions ``weights @ F1``.
+
+    Ties go to the cheaper path (by leave-one-out mean cost), then to the earlier one.
+
+    Raises:
+        ValueError: If ``weights`` has a non-zero diagonal (a question would see its own score).
+    """
+    if np.any(np.asarray(weights).diagonal() != 0):
+        raise ValueError("a question's own score must not enter its prediction (non-zero diagonal)")
+    share = loo_path_costs(paths, ref_cost)
+    pred = np.asarray(weights, dtype=np.float64) @ _table(paths, "f1")  # (n, P)
+    return _predicted_choice(pred, share, price)
+
+
+def masked_choice(paths: Sequence[PathScores], mask: np.ndarray, price: float, ref_cost: float) -> np.ndarray:
+    """Per question, the path with the best mean objective over the questions its mask row selects.
+
+    Raises:
+        ValueError: As :func:`mask_weights`.
+    """
+    return smoother_choice(paths, mask_weights(mask), price, ref_cost)
 
 
 def knn_choice(paths: Sequence[PathScores], nbrs: np.ndarray, price: float, ref_cost: float) -> np.ndarray:
@@ -264,7 +328,8 @@ class RoutabilityRow:
     """The comparison of one learner at one price.
 
     Attributes:
-        learner: ``"kNN question k=10"`` (kNN over one named input) or ``"category"``.
+        learner: ``"kNN question k=10"`` (kNN over one named input), ``"ridge question alpha=1"``
+            or ``"category"``.
         price: F1 one costliest-path cost is worth (0 = quality only).
         router: The learner's F1 with its interval.
         router_cost_share: Its mean module cost over the costliest path's.
@@ -348,6 +413,7 @@ def routability(
     inputs: Mapping[str, np.ndarray],
     *,
     ks: Sequence[int] = (10,),
+    ridge_alphas: Sequence[float] = (),
     categories: Sequence[str] | None = None,
     prices: Sequence[float] = (0.0,),
     n_permutations: int = 200,
@@ -363,6 +429,8 @@ def routability(
             (``{"question": ..., "context": ...}``); each gives one kNN learner per ``k``.
         ks: Neighbour counts of the kNN routers (one learner each; choosing k on these same
             questions would be selection on test, so report them all).
+        ridge_alphas: Penalties of the ridge routers (one learner per input and alpha; reported
+            all, for the same reason).
         categories: Per question, its category: adds the *category router* (the best path over
             the other questions of its category), whose control shuffles the categories. A
             trained router does not see the category; this asks whether the coarsest structure
@@ -375,7 +443,7 @@ def routability(
 
     Returns:
         One :class:`RoutabilityRow` per (learner, price): kNN learners in input then ``k``
-        order, then the category router.
+        order, ridge learners in input then alpha order, then the category router.
 
     Raises:
         ValueError: If an input or ``categories`` has another length than the paths have
@@ -392,34 +460,51 @@ def routability(
         raise ValueError("every path has zero cost; nothing to price")
     rng = np.random.default_rng(seed)
     perms = [rng.permutation(n) for _ in range(n_permutations)]
-    # Each learner: its neighbour mask, and the masks of its controls. A control gives question i
-    # the input of another question (its embedding, its category), so the learner keeps its
-    # selection noise but loses any link between a question and its paths.
-    learners: list[tuple[str, np.ndarray, list[np.ndarray]]] = []
+    # Each learner maps a question order to its leave-one-out weights: the identity gives the
+    # router, a permutation its control. A control gives question i the input of another question
+    # (its embedding, its category), so the learner keeps its selection noise but loses any link
+    # between a question and its paths.
+    learners: list[tuple[str, Callable[[np.ndarray], np.ndarray]]] = []
     for name, emb in inputs.items():
-        for k in ks:
-            learners.append(
-                (
-                    f"kNN {name} k={k}",
-                    neighbour_mask(neighbours(emb, k)),
-                    [neighbour_mask(neighbours(emb[perm], k)) for perm in perms],
-                )
-            )
+        learners += [(f"kNN {name} k={k}", partial(_knn_weights, emb, k)) for k in ks]
+    for name, emb in inputs.items():
+        learners += [(f"ridge {name} alpha={a:g}", partial(_ridge_weights_in, emb, a)) for a in ridge_alphas]
     if categories is not None:
-        cats = np.asarray([str(c) for c in categories])
-        learners.append(("category", group_mask(cats), [group_mask(cats[perm]) for perm in perms]))
+        learners.append(("category", partial(_group_weights, np.asarray([str(c) for c in categories]))))
+    f1_table = _table(paths, "f1")
     resampler = make_resampler(n, n_boot=n_boot, seed=seed, alpha=alpha)
-    return [
-        _compare(name, paths, mask, controls, float(price), ref_cost, resampler, alpha)
-        for name, mask, controls in learners
-        for price in prices
-    ]
+    rows = []
+    for name, make in learners:
+        # Predictions, not weights, are kept: 200 (n, n) weight matrices per learner would not be.
+        pred = make(np.arange(n)) @ f1_table
+        controls = [make(perm) @ f1_table for perm in perms]
+        rows += [
+            _compare(name, paths, pred, controls, float(price), ref_cost, resampler, alpha)
+            for price in prices
+        ]
+    return rows
+
+
+def _knn_weights(emb: np.ndarray, k: int, order: np.ndarray) -> np.ndarray:
+    return mask_weights(neighbour_mask(neighbours(emb[order], k)))
+
+
+def _ridge_weights_in(emb: np.ndarray, alpha: float, order: np.ndarray) -> np.ndarray:
+    return ridge_weights(emb[order], alpha)
+
+
+def _group_weights(groups: np.ndarray, order: np.ndarray) -> np.ndarray:
+    return mask_weights(group_mask(groups[order]))
+
+
+def _predicted_choice(pred: np.ndarray, share: np.ndarray, price: float) -> np.ndarray:
+    return _argbest(objective(pred, share, price), share)
 
 
 def _compare(
     learner: str,
     paths: Sequence[PathScores],
-    mask: np.ndarray,
+    pred: np.ndarray,
     controls: Sequence[np.ndarray],
     price: float,
     ref_cost: float,
@@ -431,7 +516,8 @@ def _compare(
     share_table = _table(paths, "cost") / ref_cost
     obj_table = objective(f1_table, share_table, price)
     idx = np.arange(f1_table.shape[0])
-    r_choice = masked_choice(paths, mask, price, ref_cost)
+    loo_share = loo_path_costs(paths, ref_cost)
+    r_choice = _predicted_choice(pred, loo_share, price)
     fixed = hindsight_best_fixed(paths, price, ref_cost)
     o_choice = oracle_choice(paths, price, ref_cost)
     r_obj, f_obj = obj_table[idx, r_choice], obj_table[:, fixed]
@@ -439,7 +525,7 @@ def _compare(
     f_est, _ = bootstrap_mean(f1_table[:, fixed], resampler)
     r_obj_est, r_reps = bootstrap_mean(r_obj, resampler)
     f_obj_est, f_reps = bootstrap_mean(f_obj, resampler)
-    control = np.array([obj_table[idx, masked_choice(paths, m, price, ref_cost)].mean() for m in controls])
+    control = np.array([obj_table[idx, _predicted_choice(c, loo_share, price)].mean() for c in controls])
     gain = float(obj_table[idx, o_choice].mean()) - f_obj_est.mean
     return RoutabilityRow(
         learner=learner,

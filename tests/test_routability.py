@@ -20,7 +20,9 @@ from evaluation.routability import (
     neighbours,
     objective,
     oracle_choice,
+    ridge_weights,
     routability,
+    smoother_choice,
 )
 
 
@@ -103,16 +105,62 @@ def test_routability_finds_a_real_signal() -> None:
     assert row.control_p < 0.05 and row.signal and row.beats_fixed
     assert row.oracle_f1 == 1.0 and row.captured == pytest.approx(1.0)
     assert row.router_paths == {"A": 20, "B": 20}
+    from evaluation.cli_routability import verdict
+
+    text = verdict([row, cat])
+    assert "beats both its shuffled control" in text
+    assert "(2 learners tested: Bonferroni keeps only p < 0.0250, which kNN question k=5 meets)" in text
+
+
+def test_ridge_weights_are_the_exact_leave_one_out_refit() -> None:
+    rng = np.random.default_rng(3)
+    emb, y, alpha = rng.normal(size=(9, 4)), rng.normal(size=9), 0.7
+    w = ridge_weights(emb, alpha)
+    assert np.all(w.diagonal() == 0)
+    x = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    for i in range(9):
+        keep = np.arange(9) != i
+        a = np.hstack([np.ones((8, 1)), x[keep]])  # intercept, unpenalised
+        beta = np.linalg.solve(a.T @ a + alpha * np.diag([0.0, 1, 1, 1, 1]), a.T @ y[keep])
+        assert w[i] @ y == pytest.approx(beta[0] + x[i] @ beta[1:], abs=1e-10)
+    # a huge penalty leaves the intercept: each prediction is the mean of the other questions
+    big = ridge_weights(emb, 1e9)
+    assert big @ y == pytest.approx((y.sum() - y) / 8, abs=1e-6)
+    with pytest.raises(ValueError, match="alpha must be positive"):
+        ridge_weights(emb, 0.0)
+    with pytest.raises(ValueError, match="non-zero diagonal"):
+        smoother_choice([_path("A", [1] * 9, 1.0), _path("B", [0] * 9, 1.0)], np.eye(9), 0.0, 1.0)
+
+
+def test_ridge_router_finds_a_linear_signal_knn_also_sees() -> None:
+    # path A pays where the first coordinate is positive, B elsewhere: one direction of the space
+    rng = np.random.default_rng(2)
+    n = 60
+    emb = rng.normal(size=(n, 8))
+    side = emb[:, 0] > 0
+    a, b = _path("A", list(side.astype(float)), 1.0), _path("B", list((~side).astype(float)), 1.0)
+    rows = routability([a, b], {"question": emb}, ks=[5], ridge_alphas=[1.0], n_permutations=50, n_boot=200)
+    knn, ridge = rows
+    assert ridge.learner == "ridge question alpha=1"
+    assert ridge.router.mean > 0.8 and ridge.signal and ridge.beats_fixed
+    assert ridge.router.mean >= knn.router.mean  # the linear rule is what ridge models
 
 
 def test_routability_without_a_signal_matches_its_control() -> None:
     # identical embeddings: the router cannot tell questions apart, and shuffling changes nothing
     a = _path("A", [1, 0, 1, 0, 1, 0], 1.0)
     b = _path("B", [0, 1, 0, 1, 0, 1], 2.0)
-    row, cat = routability(
-        [a, b], {"question": np.ones((6, 4))}, ks=[2], categories=["x"] * 6, n_permutations=20, n_boot=100
+    row, ridge, cat = routability(
+        [a, b],
+        {"question": np.ones((6, 4))},
+        ks=[2],
+        ridge_alphas=[1.0],
+        categories=["x"] * 6,
+        n_permutations=20,
+        n_boot=100,
     )
     assert row.control_p == 1.0 and not row.signal and not row.beats_fixed
+    assert ridge.control_p == 1.0 and not ridge.signal  # no variation: ridge is the others' mean
     assert row.fixed_path == "A"  # tie on F1: cheaper
     assert cat.control_p == 1.0 and not cat.signal  # one category: nothing to tell apart
 
@@ -201,11 +249,15 @@ def test_cli_on_real_question_ids(tmp_path: Path, capsys: pytest.CaptureFixture[
         ("kNN question k=3", 0.1),
         ("kNN question k=5", 0.0),
         ("kNN question k=5", 0.1),
+        ("ridge question alpha=1", 0.0),
+        ("ridge question alpha=1", 0.1),
+        ("ridge question alpha=10", 0.0),
+        ("ridge question alpha=10", 0.1),
         ("category", 0.0),
         ("category", 0.1),
     ]
     assert data["split"] == "test" and data["n_questions"] == 12 and "git_commit" in data
-    assert (out / "routability.csv").read_text().count("\n") == 7 and (
+    assert (out / "routability.csv").read_text().count("\n") == 11 and (
         out / "routability.png"
     ).stat().st_size > 0
     # a question id the benchmark split does not have is named, not silently dropped
