@@ -136,7 +136,7 @@ def context_features(
 
 
 def format_rows(rows: list[RoutabilityRow], n: int) -> str:
-    """The printed table, one line per (k, price), then each row's path mix."""
+    """The printed table, one line per (learner, price), then each row's path mix."""
     head = (
         f"{'learner':<26} {'price':>6}  {'router F1 [CI]':<22} {'cost':>6}  "
         f"{'best fixed':<10} {'F1':>6} {'cost':>6}  {'router − fixed [CI]':<24} {'+/−':>6}  "
