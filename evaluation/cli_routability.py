@@ -31,7 +31,7 @@ from common.provenance import run_metadata
 from envs.question_bank import question_bank_from
 from evaluation.bootstrap import DEFAULT_N_BOOT
 from evaluation.cli_options import add_option_argument, comma_list, parse_options
-from evaluation.routability import RoutabilityRow, load_paths, routability
+from evaluation.routability import RoutabilityRow, load_paths, routability, unit_rows
 from memory.encoder import get_encoder
 
 
@@ -94,12 +94,6 @@ _LEGEND = (
 )
 
 
-def _unit(x: Any) -> np.ndarray:
-    arr = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
-    return arr / np.where(norms > 0, norms, 1.0)
-
-
 def context_features(
     records: Path, split: str, qids: list[str], question: np.ndarray, encoder: Any, data_dir: str | None
 ) -> np.ndarray:
@@ -129,9 +123,9 @@ def context_features(
             f"error: {len(lost)} questions have no retrieved evidence in the bank (first: {lost[:3]})"
         )
     texts = [[e.text for e in items[q].evidence] for q in qids]
-    flat = _unit(encoder.encode([t for ts in texts for t in ts]))
+    flat = unit_rows(encoder.encode([t for ts in texts for t in ts]))
     bounds = np.cumsum([0, *(len(ts) for ts in texts)])
-    evidence = _unit(np.stack([flat[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)]))
+    evidence = unit_rows(np.stack([flat[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)]))
     return np.concatenate([question, evidence], axis=1)
 
 
@@ -283,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
             f"{args.benchmark}/{split} (first: {missing[:3]}); wrong --benchmark or --split?"
         )
     encoder = get_encoder(args.encoder)
-    inputs = {"question": _unit(encoder.encode([index[q][0] for q in qids]))}
+    inputs = {"question": unit_rows(encoder.encode([index[q][0] for q in qids]))}
     if args.context:
         inputs["context"] = context_features(records, split, qids, inputs["question"], encoder, args.data_dir)
     ks = comma_list(args.k, "k", int)

@@ -144,6 +144,13 @@ def _column(records: Sequence[Mapping[str, Any]], key: str, path: Path) -> np.nd
     return np.asarray(values, dtype=np.float64)
 
 
+def unit_rows(x: Any) -> np.ndarray:
+    """Each row divided by its L2 norm (all-zero rows stay zero)."""
+    arr = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    return arr / np.where(norms > 0, norms, 1.0)
+
+
 def neighbours(embeddings: np.ndarray, k: int) -> np.ndarray:
     """Indices of each question's ``k`` most similar *other* questions (cosine similarity).
 
@@ -158,8 +165,7 @@ def neighbours(embeddings: np.ndarray, k: int) -> np.ndarray:
     n = emb.shape[0]
     if not 1 <= k <= n - 1:
         raise ValueError(f"k must be between 1 and n_questions - 1 = {n - 1}, got {k}")
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    unit = emb / np.where(norms > 0, norms, 1.0)
+    unit = unit_rows(emb)
     sim = unit @ unit.T
     np.fill_diagonal(sim, -np.inf)  # leave-one-out: a question is never its own neighbour
     # stable sort on -sim: equal similarities keep index order
@@ -250,8 +256,7 @@ def ridge_weights(embeddings: np.ndarray, alpha: float) -> np.ndarray:
     if not alpha > 0:
         raise ValueError(f"ridge alpha must be positive, got {alpha}")
     n = emb.shape[0]
-    norms = np.linalg.norm(emb, axis=1, keepdims=True)
-    x = emb / np.where(norms > 0, norms, 1.0)
+    x = unit_rows(emb)
     x = x - x.mean(axis=0, keepdims=True)
     gram = x @ x.T
     hat = np.full((n, n), 1.0 / n) + np.linalg.solve(gram + alpha * np.eye(n), gram).T
