@@ -11,7 +11,7 @@ from typing import Any
 from common.provenance import sha256_file
 from evaluation.cli_options import comma_list
 from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run, same_for_every_item
-from modules.tier import MODULE_ORDER, Tier, tiers_label
+from modules.tier import Tier, one_module_changes, tiers_label
 from policies.baselines import get_baseline
 from policies.router import METADATA_FILE, WEIGHTS_FILE, Router
 
@@ -242,16 +242,12 @@ def random_system(name: str, seeds_spec: str) -> SystemSpec:
 
 def single_module_systems() -> list[SystemSpec]:
     """The 10 fixed paths that differ from all-MID in one module (set to LOW or to HIGH)."""
-    out = []
-    for i, module in enumerate(MODULE_ORDER):
-        for tier in (Tier.LOW, Tier.HIGH):
-            tiers = tuple(tier if j == i else Tier.MID for j in range(len(MODULE_ORDER)))
-            out.append(
-                SystemSpec(
-                    f"all-mid, {module}={tier.name}",
-                    "baseline",
-                    [fixed_run(tiers)],
-                    {"tiers": tiers_label(tiers), "single_module": module},
-                )
-            )
-    return out
+    return [
+        SystemSpec(
+            f"all-mid, {module}={tier.name}",
+            "baseline",
+            [fixed_run(tiers)],
+            {"tiers": tiers_label(tiers), "single_module": module},
+        )
+        for module, tier, tiers in one_module_changes(Tier.MID, (Tier.LOW, Tier.HIGH))
+    ]

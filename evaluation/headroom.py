@@ -20,7 +20,7 @@ from envs.question_bank import QuestionItem
 from evaluation.bootstrap import Estimate, bootstrap_mean, make_resampler, paired_difference
 from modules.nlp import short_date
 from modules.prompts import evidence_lines
-from modules.tier import MODULE_ORDER, Tier
+from modules.tier import MODULE_ORDER, Tier, one_module_changes
 
 T = TypeVar("T")
 
@@ -56,10 +56,8 @@ def headroom_contexts(single_module: bool = True) -> list[Context]:
     out += [Context(f"all-{t.name}", "pipeline", (t,) * len(MODULE_ORDER)) for t in Tier]
     out.append(Context(GOLD_FILTER, "gold_filter", (Tier.MID,) * len(MODULE_ORDER)))
     if single_module:
-        for module_idx, module in enumerate(MODULE_ORDER):
-            for t in (Tier.HIGH, Tier.LOW):
-                tiers = tuple(t if i == module_idx else Tier.MID for i in range(len(MODULE_ORDER)))
-                out.append(Context(f"MID, {module}={t.name}", "pipeline", tiers))
+        changes = one_module_changes(Tier.MID, (Tier.HIGH, Tier.LOW))
+        out += [Context(f"MID, {module}={t.name}", "pipeline", tiers) for module, t, tiers in changes]
     return out
 
 
@@ -70,11 +68,8 @@ def upgrade_contexts() -> list[Context]:
     every other module stays at its cheapest tier (the path a cost-aware router starts from).
     Not in the default set (five more answer passes); name them in ``--contexts``.
     """
-    out = []
-    for module_idx, module in enumerate(MODULE_ORDER):
-        tiers = tuple(Tier.MID if i == module_idx else Tier.LOW for i in range(len(MODULE_ORDER)))
-        out.append(Context(f"LOW, {module}=MID", "pipeline", tiers))
-    return out
+    changes = one_module_changes(Tier.LOW, (Tier.MID,))
+    return [Context(f"LOW, {module}=MID", "pipeline", tiers) for module, _, tiers in changes]
 
 
 def known_contexts() -> list[Context]:

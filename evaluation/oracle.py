@@ -8,9 +8,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaluation.aggregate import Run, SystemRuns, align_runs
-from modules.tier import MODULE_ORDER, tiers_label
+from modules.tier import MODULE_ORDER, Tier, one_module_changes, tiers_label
 
 ORACLE_NAME = "oracle"
+
+
+def minimum_paths() -> list[str]:
+    """The paths every oracle should be taken over: the 3 uniform paths, then the 10 changes from all-MID.
+
+    The single-module changes are the cheapest set that lets the oracle move any one module off
+    MID in either direction; an oracle over fewer paths understates the achievable gain.
+    """
+    uniform = [tiers_label((t,) * len(MODULE_ORDER)) for t in Tier]
+    changes = one_module_changes(Tier.MID, (Tier.LOW, Tier.HIGH))
+    return uniform + [tiers_label(tiers) for _, _, tiers in changes]
 
 
 def path_label(record: Mapping[str, Any]) -> str:
@@ -49,7 +60,8 @@ def oracle_system(
 
     Returns:
         A :class:`SystemRuns` of kind ``"oracle"`` with one run; ``params`` records the number of
-        distinct paths per question and which systems supplied the chosen paths.
+        distinct paths per question, which systems supplied the chosen paths and which of the
+        :func:`minimum_paths` were not evaluated on every question (``minimum_paths_missing``).
 
     Raises:
         ValueError: If no system or no question was given.
@@ -64,8 +76,11 @@ def oracle_system(
     chosen: list[dict[str, Any]] = []
     sources: Counter[str] = Counter()
     n_paths: list[int] = []
+    everywhere: set[str] | None = None  # the paths evaluated on every question
     for cands in candidates:
-        n_paths.append(len({path_label(r) for _, r in cands}))
+        paths = {path_label(r) for _, r in cands}
+        n_paths.append(len(paths))
+        everywhere = paths if everywhere is None else everywhere & paths
 
         def rank(c: tuple[str, dict[str, Any]]) -> tuple[float, float, str, str]:
             q, k = _num(c[1], quality), _num(c[1], cost)
@@ -89,5 +104,6 @@ def oracle_system(
         },
         "systems": [s.name for s in systems],
         "chosen_from": dict(sorted(sources.items())),
+        "minimum_paths_missing": [p for p in minimum_paths() if p not in (everywhere or set())],
     }
     return SystemRuns(name, "oracle", [Run(name, chosen)], params)

@@ -14,6 +14,7 @@ import numpy as np
 from common.atomic import atomic_write_csv
 from evaluation.aggregate import SystemSummary
 from evaluation.bootstrap import Estimate, interval
+from evaluation.oracle import minimum_paths
 from evaluation.router_metrics import CPT_LEVELS, Ends, aiq, apgr, cost_share, cpt, pgr
 
 #: Cost axes the metrics are computed on.
@@ -145,6 +146,12 @@ def compute_router_metrics(
     out = RouterMetrics(quality, lo_s.name if lo_s else None, hi_s.name if hi_s else None)
     oracle = next((s for s in summaries if s.kind == "oracle"), None)
     out.oracle = oracle.name if oracle else None
+    if oracle is not None and (missing := oracle.params.get("minimum_paths_missing")):
+        out.notes.append(
+            f"the oracle's path set lacks {len(missing)} of the {len(minimum_paths())} minimum paths "
+            f"(3 uniform + 10 single-module changes from all-MID): {'; '.join(missing)}; it understates "
+            "the achievable gain (add all-low,all-mid,all-high,single-module to --baselines)"
+        )
     if lo_s is None or hi_s is None:
         out.notes.append(f"router metrics need both {low!r} and {high!r} among the baselines")
         return out

@@ -59,3 +59,24 @@ def parse_tiers(spec: str | Sequence[int | str | Tier]) -> tuple[Tier, ...]:
 def tiers_label(tiers: Sequence[int | str | Tier]) -> str:
     """Return the ``"L,M,H,M,L"`` spelling :func:`parse_tiers` reads (one letter per module)."""
     return ",".join(Tier.parse(t).name[0] for t in tiers)
+
+
+def one_module_changes(base: Tier, to: Sequence[Tier]) -> list[tuple[str, Tier, tuple[Tier, ...]]]:
+    """The paths that differ from the uniform ``base`` path in exactly one module.
+
+    The single-module changes from all-MID (``to=(LOW, HIGH)``) are the issue's minimum oracle
+    set besides the uniform paths; all-LOW with one module at MID is the headroom's upgrade set.
+
+    Args:
+        base: The tier every other module keeps.
+        to: The tiers each module is changed to, in this order per module.
+
+    Returns:
+        ``(module, tier, tiers)`` per change: modules in ``MODULE_ORDER``, then tiers in ``to`` order.
+    """
+    n = len(MODULE_ORDER)
+    return [
+        (module, t, tuple(t if j == i else base for j in range(n)))
+        for i, module in enumerate(MODULE_ORDER)
+        for t in to
+    ]

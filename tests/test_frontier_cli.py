@@ -252,6 +252,7 @@ def test_router_metrics_oracle_and_single_module_end_to_end(tmp_path, capsys):
     assert by_name["all-mid, temporal=HIGH"]["params"]["tiers"] == "M,M,H,M,M"
     oracle = by_name["oracle"]
     assert oracle["kind"] == "oracle" and oracle["params"]["paths_per_question"]["min"] == 13
+    assert oracle["params"]["minimum_paths_missing"] == [] and "minimum paths" not in text
     assert oracle["metrics"]["f1"]["mean"] == pytest.approx(1.0)
     oracle_cost = (7 + 7 + 4.1) / 3
     assert oracle["metrics"]["module_cost"]["mean"] == pytest.approx(oracle_cost)
@@ -295,6 +296,11 @@ def test_oracle_bounds_every_router(sweep, tmp_path):
     assert {"routers", "baselines", "oracle"} <= fams
     per = data["router_metrics"]["per_system"]
     assert "oracle_gain" in per["router λ=0"] and "oracle_gain" not in per["all-low"]
+    # all-LOW and all-HIGH are 2 of the 13 minimum paths; the note names the other 11
+    oracle = next(s for s in data["systems"] if s["kind"] == "oracle")
+    assert len(oracle["params"]["minimum_paths_missing"]) == 11
+    notes = data["router_metrics"]["notes"]
+    assert any("lacks 11 of the 13 minimum paths" in n and "M,M,M,M,H" in n for n in notes)
 
 
 def test_script_config_composes_the_experiment_and_leaves_the_bank_uncut():

@@ -10,7 +10,7 @@ from modules.cost import Cost
 from modules.local_tier import LRU
 from modules.pipeline import build_pipeline
 from modules.pricing import CostModel
-from modules.tier import MODULE_ORDER, Tier, parse_tiers
+from modules.tier import MODULE_ORDER, Tier, one_module_changes, parse_tiers
 from modules.types import Evidence
 
 TS = "1:56 pm on 8 May, 2023"
@@ -155,6 +155,17 @@ def test_deterministic_across_pipelines():
     b = _pipe().run(Q, EV, [Tier.MID] * 5)
     assert a.memory_text == b.memory_text
     assert [a.outputs[m].value for m in MODULE_ORDER] == [b.outputs[m].value for m in MODULE_ORDER]
+
+
+def test_one_module_changes_from_a_uniform_path():
+    changes = one_module_changes(Tier.MID, (Tier.LOW, Tier.HIGH))
+    assert len(changes) == 2 * len(MODULE_ORDER)
+    assert changes[0] == ("filter", Tier.LOW, (Tier.LOW, Tier.MID, Tier.MID, Tier.MID, Tier.MID))
+    assert changes[-1] == ("summary", Tier.HIGH, (Tier.MID, Tier.MID, Tier.MID, Tier.MID, Tier.HIGH))
+    # every change differs from the base in exactly its own module
+    for module, tier, tiers in changes:
+        assert [m for m, t in zip(MODULE_ORDER, tiers, strict=True) if t != Tier.MID] == [module]
+        assert tiers[MODULE_ORDER.index(module)] == tier
 
 
 def test_bad_arguments_have_clear_errors():

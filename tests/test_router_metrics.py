@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evaluation.aggregate import Run, SystemRuns, summarise
-from evaluation.oracle import oracle_system, path_label
+from evaluation.oracle import minimum_paths, oracle_system, path_label
 from evaluation.report import analyse, csv_rows, report_dict
 from evaluation.router_metrics import (
     Ends,
@@ -129,11 +129,32 @@ def test_oracle_picks_best_path_per_question():
     assert [path_label(r) for r in recs] == ["H,H,H,H,H", "M,M,M,M,M", "L,L,L,L,L"]
     assert o.kind == "oracle" and o.params["chosen_from"] == {"all-high": 1, "all-low": 1, "router": 1}
     assert o.params["paths_per_question"] == {"min": 3, "mean": 3.0, "max": 3}
+    # the three uniform paths are in; the ten single-module changes from all-MID are not
+    assert o.params["minimum_paths_missing"] == minimum_paths()[3:]
     s = summarise(o, QIDS, n_boot=50)
     assert s.metrics["f1"].mean == pytest.approx((0.6 + 0.3 + 0.5) / 3)
     assert s.metrics["module_cost"].mean == pytest.approx((5 + 3 + 1) / 3)
     with pytest.raises(ValueError, match="at least one"):
         oracle_system([], QIDS)
+
+
+def test_oracle_minimum_paths_counts_a_path_only_where_every_question_has_it():
+    assert minimum_paths()[:3] == ["L,L,L,L,L", "M,M,M,M,M", "H,H,H,H,H"]
+    assert minimum_paths()[3:5] == ["L,M,M,M,M", "H,M,M,M,M"] and minimum_paths()[-1] == "M,M,M,M,H"
+    assert len(set(minimum_paths())) == 13
+
+    def fixed(path: str) -> SystemRuns:
+        recs = [{**_rec(q, "MID", 0.1, 1.0), "tiers": path.split(",")} for q in QIDS]
+        return SystemRuns(path, "baseline", [Run(path, recs)])
+
+    systems = [fixed(p) for p in minimum_paths()[:-1]]
+    # a router that takes the last minimum path on two of the three questions does not complete the set
+    tiers = [["M", "M", "M", "M", "H"], ["M", "M", "M", "M", "H"], ["L", "M", "H", "M", "L"]]
+    recs = [{**_rec(q, "MID", 0.2, 1.0), "tiers": t} for q, t in zip(QIDS, tiers, strict=True)]
+    router = SystemRuns("router", "router", [Run("router", recs)])
+    o = oracle_system([*systems, router], QIDS)
+    assert o.params["minimum_paths_missing"] == ["M,M,M,M,H"]
+    assert oracle_system([*systems, fixed("M,M,M,M,H")], QIDS).params["minimum_paths_missing"] == []
 
 
 # ------------------------------------------------------------------------------------------
