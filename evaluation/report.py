@@ -10,7 +10,7 @@ from typing import Any
 from common.atomic import atomic_write_csv, atomic_write_json
 from evaluation import router_metrics_report as rmr
 from evaluation.aggregate import METRICS, SystemSummary, compare_to
-from evaluation.bootstrap import DEFAULT_ALPHA
+from evaluation.bootstrap import DEFAULT_ALPHA, Estimate, paired_difference
 from evaluation.frontier import (
     Dominance,
     FrontierScore,
@@ -23,6 +23,26 @@ from evaluation.frontier import (
     target_check,
 )
 from modules.tier import MODULE_ORDER
+
+
+@dataclass(frozen=True)
+class AboveGap:
+    """How far a baseline above the routers' frontier lies above it.
+
+    Attributes:
+        router: The best router (highest quality) at no more than the baseline's cost: the
+            routers' step frontier at that cost. None when every router costs more.
+        diff: Baseline quality minus that router's, with a paired bootstrap interval (None
+            without a router).
+    """
+
+    router: str | None
+    diff: Estimate | None
+
+    @property
+    def clearly_above(self) -> bool:
+        """True when the gap's whole interval lies above zero."""
+        return self.diff is not None and self.diff.lo > 0.0
 
 
 @dataclass
@@ -42,6 +62,7 @@ class FrontierReport:
         targets: Target check of every router.
         dominance: Router-vs-baseline dominance, or None without routers.
         router_metrics: APGR, CPT, AIQ per family and cost axis, PGR and oracle share per system.
+        above_gaps: For each baseline above the routers' frontier, its paired quality gap to it.
     """
 
     summaries: list[SystemSummary]
@@ -56,6 +77,7 @@ class FrontierReport:
     targets: list[TargetResult] = field(default_factory=list)
     dominance: Dominance | None = None
     router_metrics: rmr.RouterMetrics | None = None
+    above_gaps: dict[str, AboveGap] = field(default_factory=dict)
 
     def points(self, kind: str | None = None) -> list[Point]:
         """Cost-quality points of the systems (optionally only ``"router"`` or ``"baseline"``)."""
@@ -143,8 +165,36 @@ def analyse(
                 report.targets.append(target_check(s.name, q_ratio, c_ratio, quality_frac, cost_frac))
     if r_pts and b_pts:
         report.dominance = dominance(r_pts, b_pts)
+        report.above_gaps = _above_gaps(report, r_pts, alpha)
     report.router_metrics = rmr.compute_router_metrics(report.summaries, quality, alpha=alpha)
     return report
+
+
+def _above_gaps(report: FrontierReport, routers: list[Point], alpha: float) -> dict[str, AboveGap]:
+    """Pair each baseline above the routers' frontier with the frontier's best router at its cost.
+
+    A point estimate above the frontier can be noise: the paired interval of the quality gap says
+    whether the baseline is above the routers with its whole interval (a real miss) or not.
+    """
+    if report.dominance is None:
+        return {}
+    by_name = {s.name: s for s in report.summaries}
+    gaps: dict[str, AboveGap] = {}
+    for name in report.dominance.above_routers:
+        b = by_name[name]
+        b_cost = b.metrics[report.cost].mean
+        cheaper = [r for r in routers if r.cost <= b_cost]
+        if not cheaper:
+            gaps[name] = AboveGap(None, None)
+            continue
+        best = max(cheaper, key=lambda r: (r.quality, -r.cost, r.name))
+        r = by_name[best.name]
+        q = report.quality
+        diff = paired_difference(
+            b.metrics[q].mean, b.replicates[q], r.metrics[q].mean, r.replicates[q], alpha
+        )
+        gaps[name] = AboveGap(best.name, diff)
+    return gaps
 
 
 def _pct(x: float) -> str:
@@ -216,6 +266,7 @@ def verdict_lines(report: FrontierReport) -> list[str]:
             if not above
             else f"      above the routers' frontier: {', '.join(above)}."
         )
+        lines += _gap_lines(report)
     sb_all = report.scores.get("baselines")
     if sb_all is not None and not sb_all.q_hi > sb_all.q_lo:
         lines.append(
@@ -230,6 +281,33 @@ def verdict_lines(report: FrontierReport) -> list[str]:
             f"(the {sr.low}-{sr.high} straight line = 0.500); "
             f"normalised AUC routers {sr.auc:.3f} vs baselines {sb.auc:.3f}."
         )
+    return lines
+
+
+def _gap_lines(report: FrontierReport) -> list[str]:
+    """One line per baseline above the routers' frontier: its paired gap, and whether it is noise."""
+    if not report.above_gaps:
+        return []
+    q = report.quality
+    lines = []
+    for name, g in report.above_gaps.items():
+        if g.diff is None:
+            lines.append(
+                f"        {name}: cheaper than every router (the routers' frontier starts above its cost)"
+            )
+            continue
+        d = g.diff
+        where = "above with its whole interval" if g.clearly_above else "within noise"
+        lines.append(
+            f"        {name}: {q} {d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] over {g.router} "
+            f"(the routers' best at <= its cost), paired; {where}"
+        )
+    clear = [n for n, g in report.above_gaps.items() if g.clearly_above]
+    unreached = [n for n, g in report.above_gaps.items() if g.diff is None]
+    summary = f"      above with the whole 95% interval: {', '.join(clear) if clear else 'none'}"
+    if unreached:
+        summary += f"; cheaper than every router: {', '.join(unreached)}"
+    lines.append(summary + ".")
     return lines
 
 
@@ -364,6 +442,10 @@ def report_dict(report: FrontierReport, metadata: dict[str, Any] | None = None) 
             "dominated_by": dom.dominated_by,
             "tied_by": dom.tied_by,
             "above_routers": dom.above_routers,
+            "above_gaps": {
+                name: {"router": g.router, "diff": None if g.diff is None else g.diff.to_dict()}
+                for name, g in report.above_gaps.items()
+            },
             "undominated_routers": dom.undominated_routers,
         },
         "verdict": verdict_lines(report),

@@ -1,5 +1,6 @@
 import csv
 import json
+import zlib
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ QIDS = [f"q{i}" for i in range(N)]
 
 def system(name, kind, f1, cost, tiers="HIGH", seeds=(0,), lam=None, judge=True):
     """A system whose every question has F1 `f1` (+ small per-question noise) and module cost `cost`."""
-    rng = np.random.default_rng(abs(hash(name)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))  # str hash() changes per process
     runs = []
     for seed in seeds:
         noise = rng.normal(0, 0.02, N)
@@ -74,6 +75,17 @@ def test_analyse_yes_case_and_outputs(tmp_path):
     assert "all-high: not dominated by any router" in text
     assert "all-low: not dominated by any router" in text
     assert "above the routers' frontier: all-low, all-high." in text
+    # all-high (5.0, ~.60) is compared with the routers' best at <= its cost: λ=0.1 (2.0, ~.59), paired
+    gap = rep.above_gaps["all-high"]
+    hi_s, r_s = rep.summaries[-1], rep.summaries[0]
+    assert gap.router == "router λ=0.1"
+    assert gap.diff.mean == pytest.approx(hi_s.metrics["f1"].mean - r_s.metrics["f1"].mean)
+    assert gap.diff.lo <= gap.diff.mean <= gap.diff.hi
+    # all-low (cost 1.0) is cheaper than every router: no frontier to compare with
+    assert rep.above_gaps["all-low"].router is None and rep.above_gaps["all-low"].diff is None
+    assert "all-low: cheaper than every router" in text
+    assert "all-high: f1 " in text and "over router λ=0.1" in text
+    assert "cheaper than every router: all-low." in text
     table = format_table(rep)
     assert "router λ=0.1 *" in table and "40.0%" in table
 
@@ -88,9 +100,30 @@ def test_analyse_yes_case_and_outputs(tmp_path):
     assert data["metadata"]["checkpoint_ids"] == ["abc"]
     assert data["targets"][0]["passed"] is True
     assert data["verdict"] == lines
+    assert data["dominance"]["above_gaps"]["all-low"] == {"router": None, "diff": None}
+    assert data["dominance"]["above_gaps"]["all-high"]["router"] == "router λ=0.1"
     png = plot_frontier(rep, tmp_path / "f.png", title="test")
     blob = png.read_bytes()
     assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 10_000
+
+
+def test_above_gap_tells_a_clear_miss_from_noise():
+    """A baseline far above the routers at its cost is a clear miss; one within noise is not."""
+    routers = [system("router λ=1", "router", 0.30, 2.0, "LOW", lam=1.0)]
+    far = system("fixed:far", "baseline", 0.55, 2.5, "MID")  # +0.25 F1 for a little more cost
+    near = system("fixed:near", "baseline", 0.305, 2.2, "MID")  # +0.005: per-question noise is 0.02
+    rep = analyse([*baselines(), far, near, *routers])
+    assert rep.above_gaps["fixed:far"].clearly_above
+    assert rep.above_gaps["fixed:far"].diff.lo > 0.2
+    assert not rep.above_gaps["fixed:near"].clearly_above
+    assert rep.above_gaps["fixed:near"].diff.lo < 0 < rep.above_gaps["fixed:near"].diff.hi
+    text = "\n".join(verdict_lines(rep))
+    far_line = next(ln for ln in text.splitlines() if ln.strip().startswith("fixed:far: f1 "))
+    near_line = next(ln for ln in text.splitlines() if ln.strip().startswith("fixed:near: f1 "))
+    assert "over router λ=1" in far_line and far_line.endswith("above with its whole interval")
+    assert near_line.endswith("within noise")
+    summary = next(ln for ln in text.splitlines() if "above with the whole 95% interval:" in ln)
+    assert "fixed:far" in summary and "fixed:near" not in summary
 
 
 def test_no_case_and_missing_judge(tmp_path):
