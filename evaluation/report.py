@@ -165,31 +165,30 @@ def analyse(
                 report.targets.append(target_check(s.name, q_ratio, c_ratio, quality_frac, cost_frac))
     if r_pts and b_pts:
         report.dominance = dominance(r_pts, b_pts)
-        report.above_gaps = _above_gaps(report, r_pts, alpha)
+        report.above_gaps = _above_gaps(report, report.dominance.above_routers, r_pts, alpha)
     report.router_metrics = rmr.compute_router_metrics(report.summaries, quality, alpha=alpha)
     return report
 
 
-def _above_gaps(report: FrontierReport, routers: list[Point], alpha: float) -> dict[str, AboveGap]:
+def _above_gaps(
+    report: FrontierReport, above: list[str], routers: list[Point], alpha: float
+) -> dict[str, AboveGap]:
     """Pair each baseline above the routers' frontier with the frontier's best router at its cost.
 
     A point estimate above the frontier can be noise: the paired interval of the quality gap says
     whether the baseline is above the routers with its whole interval (a real miss) or not.
     """
-    if report.dominance is None:
-        return {}
     by_name = {s.name: s for s in report.summaries}
+    q = report.quality
     gaps: dict[str, AboveGap] = {}
-    for name in report.dominance.above_routers:
+    for name in above:
         b = by_name[name]
-        b_cost = b.metrics[report.cost].mean
-        cheaper = [r for r in routers if r.cost <= b_cost]
+        cheaper = [r for r in routers if r.cost <= b.metrics[report.cost].mean]
         if not cheaper:
             gaps[name] = AboveGap(None, None)
             continue
         best = max(cheaper, key=lambda r: (r.quality, -r.cost, r.name))
         r = by_name[best.name]
-        q = report.quality
         diff = paired_difference(
             b.metrics[q].mean, b.replicates[q], r.metrics[q].mean, r.replicates[q], alpha
         )
