@@ -11,6 +11,8 @@ import matplotlib
 matplotlib.use("Agg")  # headless; must precede pyplot
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 
@@ -114,7 +116,7 @@ def separate_labels(
 
     Args:
         annotations: Labels drawn with ``textcoords="offset points"``, all on one figure.
-        obstacles: Display-space boxes no label may cover (the legend, the metrics box).
+        obstacles: Display-space boxes no label may cover (the legend).
         step: How far to move a label per step, in points.
         max_moves: The most steps one label is moved either way.
     """
@@ -154,12 +156,36 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
     Returns:
         The written path.
     """
+    fig, _, _ = frontier_figure(report, title)
+
+    def _save(tmp: Path) -> None:
+        fig.savefig(tmp, format="png", dpi=120)
+
+    try:
+        return atomic_write_with(path, _save)
+    finally:
+        plt.close(fig)
+
+
+def frontier_figure(report: FrontierReport, title: str = "") -> tuple[Figure, Axes, Text | None]:
+    """Lay out the Pareto plot (and the routers' tier shares, when there are routers).
+
+    Args:
+        report: The analysed frontier.
+        title: Figure title.
+
+    Returns:
+        The figure (the caller closes it), the frontier axes and the router-metrics box under
+        them (None when no router metrics are drawn).
+    """
     q, c = report.quality, report.cost
     routers = [s for s in report.summaries if s.kind == "router"]
+    # The metrics box sits under the frontier axes: grow the figure by its height, not the axes.
+    height = 5.5 + 0.13 * len(_metric_rows(report))
     if routers:
-        fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 2]})
+        fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(13, height), gridspec_kw={"width_ratios": [3, 2]})
     else:
-        fig, ax = plt.subplots(figsize=(8, 5.5))
+        fig, ax = plt.subplots(figsize=(8, height))
         ax_t = None
     pts = [p for p in report.points() if math.isfinite(p.cost) and math.isfinite(p.quality)]
     by_name = {s.name: s for s in report.summaries}
@@ -266,16 +292,9 @@ def plot_frontier(report: FrontierReport, path: str | Path, title: str = "") -> 
     fig.tight_layout()
     # After the layout: the label boxes are only known in their final place.
     legend = ax.get_legend()
-    obstacles = [a.get_window_extent() for a in (legend, metrics_box) if a is not None]
+    obstacles = [legend.get_window_extent()] if legend is not None else []
     separate_labels(annotations, obstacles)
-
-    def _save(tmp: Path) -> None:
-        fig.savefig(tmp, format="png", dpi=120)
-
-    try:
-        return atomic_write_with(path, _save)
-    finally:
-        plt.close(fig)
+    return fig, ax, metrics_box
 
 
 def _router_tag(s: SystemSummary, *, prefix_conditioned: bool) -> str:
@@ -329,11 +348,24 @@ def _draw_tier_shares(ax: plt.Axes, routers: list[SystemSummary]) -> None:
     ax.set_title("routers: tier shares per module (one bar per router / λ)", fontsize=10)
 
 
+def _metric_rows(report: FrontierReport) -> list[str]:
+    """One line of APGR / CPT / AIQ per family on the plotted cost axis (none without router metrics)."""
+    rm = report.router_metrics
+    if rm is None or rm.low is None:
+        return []
+    return [
+        f"{f.family}: APGR {f.apgr.mean:.2f}  CPT50 {f.cpt[0.5].mean:.2f}  CPT80 {f.cpt[0.8].mean:.2f}  "
+        f"AIQ {f.aiq.mean:.3f}"
+        for f in rm.families
+        if f.cost == report.cost
+    ]
+
+
 def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point]) -> Text | None:
-    """The routers' AIQ hull (dashed) and a text box of APGR / CPT / AIQ on the plotted cost axis.
+    """The routers' AIQ hull (dashed) and a box of APGR / CPT / AIQ under the x-axis label.
 
     Returns:
-        The text box (point labels must keep clear of it), or None when none is drawn.
+        The box, or None when none is drawn.
     """
     rm = report.router_metrics
     if rm is None or rm.low is None:
@@ -344,21 +376,20 @@ def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point])
         hull = nondecreasing_hull([*routers, (low.cost, low.quality)])
         xs, ys = [c for c, _ in hull], [q for _, q in hull]
         ax.plot(xs, ys, ls="--", color="tab:blue", lw=1, alpha=0.6, label="routers' AIQ hull")
-    rows = [
-        f"{f.family}: APGR {f.apgr.mean:.2f}  CPT50 {f.cpt[0.5].mean:.2f}  CPT80 {f.cpt[0.8].mean:.2f}  "
-        f"AIQ {f.aiq.mean:.3f}"
-        for f in rm.families
-        if f.cost == report.cost
-    ]
+    rows = _metric_rows(report)
     if not rows:
         return None
-    return ax.text(
-        0.99,
-        0.02,
+    # Under the x-axis label, outside the data area: inside it, the box hid points and error bars
+    # (on LongMemEval it covered five baselines). tight_layout makes room for it.
+    return ax.annotate(
         "\n".join(rows),
-        transform=ax.transAxes,
-        ha="right",
-        va="bottom",
+        xy=(0.5, 0.0),
+        xycoords=ax.xaxis.label,
+        xytext=(0, -6),
+        textcoords="offset points",
+        ha="center",
+        va="top",
+        multialignment="left",
         fontsize=6.5,
         family="monospace",
         bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "lightgrey"},

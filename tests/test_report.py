@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evaluation.aggregate import Run, SystemRuns, summarise
-from evaluation.frontier_plot import plot_frontier
+from evaluation.frontier_plot import frontier_figure, plot_frontier
 from evaluation.report import analyse, format_table, verdict_lines, write_csv, write_json
 
 N = 40
@@ -254,3 +254,25 @@ def test_plot_with_a_wide_cost_span_renders(tmp_path):
     rep = analyse(sys_)
     blob = plot_frontier(rep, tmp_path / "w.png").read_bytes()
     assert blob[:8] == b"\x89PNG\r\n\x1a\n" and len(blob) > 10_000
+
+
+def test_router_metrics_box_sits_under_the_axes_not_on_the_points():
+    """The APGR/CPT/AIQ box is drawn under the x-axis label, inside the figure, clear of the data area."""
+    import matplotlib.pyplot as plt
+
+    routers = [
+        system(f"router λ={lam}", "router", 0.3 + 0.05 * i, 1.0 + i, "MID", lam=float(lam))
+        for i, lam in enumerate([0.1, 1, 3])
+    ]
+    fig, ax, box = frontier_figure(analyse([*baselines(), *routers]), title="t")
+    try:
+        assert box is not None and "APGR" in box.get_text() and "AIQ" in box.get_text()
+        fig.canvas.draw()
+        b, data, label = box.get_window_extent(), ax.get_window_extent(), ax.xaxis.label.get_window_extent()
+        assert b.y1 <= label.y0 <= data.y0  # under the axis label, which is under the data area
+        assert b.y0 >= 0 and b.x0 >= 0 and b.x1 <= fig.bbox.x1  # not cut off
+    finally:
+        plt.close(fig)
+    _, _, only = frontier_figure(analyse(baselines()))
+    assert only is not None and "routers:" not in only.get_text() and "baselines:" in only.get_text()
+    plt.close("all")
