@@ -181,7 +181,8 @@ def frontier_figure(report: FrontierReport, title: str = "") -> tuple[Figure, Ax
     q, c = report.quality, report.cost
     routers = [s for s in report.summaries if s.kind == "router"]
     # The metrics box sits under the frontier axes: grow the figure by its height, not the axes.
-    height = 5.5 + 0.13 * len(_metric_rows(report))
+    rows = _metric_rows(report)
+    height = 5.5 + 0.13 * len(rows)
     if routers:
         fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(13, height), gridspec_kw={"width_ratios": [3, 2]})
     else:
@@ -275,7 +276,7 @@ def frontier_figure(report: FrontierReport, title: str = "") -> tuple[Figure, Ax
         )
         for x, y, text in merge_labels(labels, scale)
     ]
-    metrics_box = _draw_router_metrics(ax, report, pts)
+    metrics_box = _draw_router_metrics(ax, report, pts, rows)
     if scale == "symlog":
         ax.set_xscale("symlog", linthresh=linthresh)
     ax.set_xlabel(_LABELS.get(c, c) + (" (symlog)" if scale == "symlog" else ""))
@@ -361,8 +362,10 @@ def _metric_rows(report: FrontierReport) -> list[str]:
     ]
 
 
-def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point]) -> Text | None:
-    """The routers' AIQ hull (dashed) and a box of APGR / CPT / AIQ under the x-axis label.
+def _draw_router_metrics(
+    ax: plt.Axes, report: FrontierReport, pts: list[Point], rows: list[str]
+) -> Text | None:
+    """The routers' AIQ hull (dashed) and a box of the :func:`_metric_rows` under the x-axis label.
 
     Returns:
         The box, or None when none is drawn.
@@ -376,7 +379,6 @@ def _draw_router_metrics(ax: plt.Axes, report: FrontierReport, pts: list[Point])
         hull = nondecreasing_hull([*routers, (low.cost, low.quality)])
         xs, ys = [c for c, _ in hull], [q for _, q in hull]
         ax.plot(xs, ys, ls="--", color="tab:blue", lw=1, alpha=0.6, label="routers' AIQ hull")
-    rows = _metric_rows(report)
     if not rows:
         return None
     # Under the x-axis label, outside the data area: inside it, the box hid points and error bars
