@@ -56,7 +56,8 @@ class EnvComponents:
         scorer: ``(question, prediction, benchmark) -> {"f1", "em"}``; None = benchmarks.metrics.score_answer.
         llms: The CachedLLMs by role (``answer``, ``judge`` and the strategy's roles).
         config: The config these were built from (for provenance).
-        cache_pack: What importing ``cache.pack`` did (``modules.cache_pack.ImportReport``), or None.
+        cache_pack: What importing ``cache.pack`` did (one ``modules.cache_pack.ImportReport`` per
+            pack), or None.
     """
 
     encoder: Encoder
@@ -73,7 +74,7 @@ class EnvComponents:
     scorer: Scorer | None = None
     llms: dict[str, CachedLLM] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
-    cache_pack: ImportReport | None = None
+    cache_pack: list[ImportReport] | None = None
 
     def close(self) -> None:
         """Release backends and the cache connection."""
@@ -209,23 +210,31 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     )
 
 
-def _import_pack(pack: Any, cache: Any | None) -> Any | None:
-    """Import ``cache.pack`` (a pack file; ``none``/null = nothing) into the cache, printing what it did.
+def _import_pack(pack: Any, cache: Any | None) -> list[ImportReport] | None:
+    """Import ``cache.pack`` (a pack file or a list of them; ``none``/null = nothing), printing what it did.
+
+    Returns:
+        One report per pack, in order, or None when no pack was named.
 
     Raises:
-        ConfigError: If a pack is named without a call cache, or the pack is missing, corrupt or of
+        ConfigError: If a pack is named without a call cache, or a pack is missing, corrupt or of
             other code versions (a run must not silently start cold when it was told to replay).
     """
-    if pack is None or str(pack).strip().lower() in ("", "none", "null"):
+    if pack is None or (isinstance(pack, str) and pack.strip().lower() in ("", "none", "null")):
         return None
+    paths = [pack] if isinstance(pack, str) else list(pack)
+    if not paths or not all(isinstance(p, str) and p.strip() for p in paths):
+        raise ConfigError(f"config cache.pack={pack!r}: expected a pack file, a list of them, or none")
     if cache is None:
         raise ConfigError(f"config cache.pack={pack!r} needs a call cache, but cache.path is null")
 
-    p = Path(str(pack)).expanduser()
-    try:
-        report = import_pack(p if p.is_absolute() else PROJECT_ROOT / p, cache)
-    except PackError as exc:
-        cache.close()  # nothing was written; do not leave the connection open behind the error
-        raise ConfigError(f"config cache.pack={pack!r}: {exc}") from exc
-    print(report.line())
-    return report
+    reports = []
+    for text in paths:
+        p = Path(text).expanduser()
+        try:
+            reports.append(import_pack(p if p.is_absolute() else PROJECT_ROOT / p, cache))
+        except PackError as exc:
+            cache.close()  # do not leave the connection open behind the error
+            raise ConfigError(f"config cache.pack={text!r}: {exc}") from exc
+        print(reports[-1].line())
+    return reports

@@ -179,8 +179,9 @@ class CacheConfig:
 
     #: SQLite file (project-relative), ``:memory:``, or a store URL (redis://...); null disables it.
     path: str | None = ".cache/llm_calls.sqlite"
-    #: A call pack (``python -m modules.cache_pack export``) imported before the run; none = nothing.
-    pack: str | None = "none"
+    #: A call pack (``python -m modules.cache_pack export``) imported before the run, or a list of
+    #: them (a full pack and its delta packs, imported in order); none = nothing.
+    pack: Any = "none"
 
 
 @dataclass

@@ -311,7 +311,9 @@ def run_with(
         "checkpoints": ckpts,
         "judge_prompt_hash": judge_hash,
         "judge_protocol": judge_protocol,
-        "cache_pack": pack.line() if (pack := getattr(components, "cache_pack", None)) else None,
+        "cache_pack": "; ".join(r.line() for r in packs)
+        if (packs := getattr(components, "cache_pack", None))
+        else None,
         "bootstrap": {
             "n_boot": args.n_boot,
             "seed": args.boot_seed,

@@ -115,6 +115,7 @@ def export_pack(
     out: str | Path,
     *,
     filters: Filters | None = None,
+    base_packs: Sequence[str | Path] = (),
 ) -> ExportReport:
     """Write the entries of a SQLite call cache (optionally filtered) as a pack.
 
@@ -123,16 +124,26 @@ def export_pack(
         out: Destination file, or an existing directory (or a path ending in ``/``) to get the
             content-addressed name ``calls-<sha16>.pack.gz`` inside it.
         filters: Keep only matching entries.
+        base_packs: Packs already shipped: an entry one of them holds with the same value is left
+            out, so the result is a *delta* pack of only the new calls (a long experiment then
+            commits a few hundred kB per sitting instead of re-shipping every call). The manifest
+            names them under ``base_packs``; import them together with the delta.
 
     Returns:
-        The :class:`ExportReport`.
+        The :class:`ExportReport` (``skipped`` counts filtered and base entries).
 
     Raises:
-        PackError: If the cache cannot be read.
+        PackError: If the cache or a base pack cannot be read or fails verification.
     """
     flt = filters or Filters()
+    shipped: dict[str, dict[str, Any]] = {}
+    bases = []
+    for bp in base_packs:
+        base = read_pack(bp)  # verified: a delta must not rest on a corrupt base
+        shipped.update(base.entries)
+        bases.append({"file": base.path.name, "payload_sha256": base.manifest["payload_sha256"]})
     entries = read_sqlite_entries(cache_path)
-    kept = [(k, v) for k, v in entries if flt.match(v)]
+    kept = [(k, v) for k, v in entries if flt.match(v) and shipped.get(k) != v]
     lines = [_canonical({"key": k, "sha256": entry_sha256(k, v), "value": v}) + "\n" for k, v in kept]
     payload = "".join(lines).encode("utf-8")
     payload_sha = hashlib.sha256(payload).hexdigest()
@@ -143,6 +154,7 @@ def export_pack(
         "count": len(kept),
         "payload_sha256": payload_sha,
         "filters": flt.to_dict(),
+        **({"base_packs": bases} if bases else {}),
         "git_commit": git_commit(),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "source": str(cache_path),
@@ -239,6 +251,8 @@ class ImportReport:
         present: Entries the cache already held with the same value.
         conflicts: Keys the cache holds with a *different* value (kept, not overwritten).
         version_mismatch: Differing code versions (non-empty only when allowed).
+        base_packs: File names of the packs this delta pack was exported against (empty for a
+            full pack): the delta alone replays only the calls they lack.
     """
 
     pack: Path
@@ -247,6 +261,7 @@ class ImportReport:
     present: int
     conflicts: list[str] = field(default_factory=list)
     version_mismatch: list[str] = field(default_factory=list)
+    base_packs: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """One human-readable summary line."""
@@ -258,6 +273,8 @@ class ImportReport:
             text += f" e.g. {', '.join(k[:16] for k in self.conflicts[:3])}"
         if self.version_mismatch:
             text += f"; imported despite version mismatch ({'; '.join(self.version_mismatch)})"
+        if self.base_packs:
+            text += f"; a delta of {', '.join(self.base_packs)} (import that too)"
         return text
 
 
@@ -295,9 +312,8 @@ def import_pack(pack_path: str | Path, cache: Any, *, allow_version_mismatch: bo
         else:
             conflicts.append(key)
     store.put_many(new)  # one transaction (SQLite) / one pipeline (Redis)
-    return ImportReport(
-        pack.path, len(pack.entries), len(new), present, conflicts, mismatch if mismatch else []
-    )
+    bases = [str(b.get("file")) for b in pack.manifest.get("base_packs") or []]
+    return ImportReport(pack.path, len(pack.entries), len(new), present, conflicts, mismatch, bases)
 
 
 def cache_summary_line(cache: Any, *, hits0: int = 0, misses0: int = 0) -> str:

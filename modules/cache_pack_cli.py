@@ -6,8 +6,10 @@ Examples::
     python -m modules.cache_pack export --out results/
     # only the Qwen HIGH-tier and answer calls
     python -m modules.cache_pack export --out results/ --model qwen2.5-1.5b --tag tier=HIGH
+    # a delta: only the calls the committed pack lacks (a sitting of a long experiment)
+    python -m modules.cache_pack export --out results/ --base results/calls-0123456789abcdef.pack.gz
     python -m modules.cache_pack inspect results/calls-0123456789abcdef.pack.gz
-    python -m modules.cache_pack import results/calls-0123456789abcdef.pack.gz [--cache PATH]
+    python -m modules.cache_pack import results/calls-0123456789abcdef.pack.gz [more packs] [--cache PATH]
 """
 
 from __future__ import annotations
@@ -52,8 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="keep LLM calls of this model id (repeatable; drops local-tier entries)",
     )
-    im = sub.add_parser("import", help="verify a pack and merge it into a call cache")
-    im.add_argument("pack")
+    ex.add_argument(
+        "--base",
+        action="append",
+        default=[],
+        metavar="PACK",
+        help="leave out the calls this pack already ships (repeatable): writes a delta pack",
+    )
+    im = sub.add_parser("import", help="verify packs and merge them into a call cache")
+    im.add_argument("packs", nargs="+", metavar="pack", help="pack files, imported in order")
     im.add_argument(
         "--cache", default=str(DEFAULT_CACHE), help="target cache path or URL (default: the project's)"
     )
@@ -70,19 +79,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "export":
-            rep = export_pack(args.cache, args.out, filters=Filters(_tags(args.tag), tuple(args.model)))
+            flt = Filters(_tags(args.tag), tuple(args.model))
+            rep = export_pack(args.cache, args.out, filters=flt, base_packs=args.base)
             m = rep.manifest
+            left_out = "filtered out or in a base pack" if args.base else "filtered out"
             print(
-                f"wrote {rep.path}: {m['count']} entries ({rep.skipped} filtered out), "
+                f"wrote {rep.path}: {m['count']} entries ({rep.skipped} {left_out}), "
                 f"{rep.path.stat().st_size / 1e6:.2f} MB, payload sha256 {m['payload_sha256']}"
             )
         elif args.command == "import":
             from modules.cache import CallCache
 
             with CallCache(args.cache) as cache:
-                print(
-                    import_pack(args.pack, cache, allow_version_mismatch=args.allow_version_mismatch).line()
-                )
+                # Each pack is verified before anything of it is written; a bad one stops the rest.
+                for pack_path in args.packs:
+                    rep_i = import_pack(pack_path, cache, allow_version_mismatch=args.allow_version_mismatch)
+                    print(rep_i.line())
         else:
             pack = read_pack(args.pack)
             m = pack.manifest

@@ -173,6 +173,50 @@ def test_cli_export_inspect_import(source, tmp_path, capsys):
     assert "error: call pack" in capsys.readouterr().err
 
 
+def test_delta_pack_holds_only_new_or_changed_calls_and_restores_the_cache_with_its_base(source, tmp_path):
+    base = _pack(source, tmp_path)
+    with CallCache(source) as c:
+        c.put_many([("k08", _value(8)), ("k09", _value(9, "temporal"))])
+        c.put("k00", _value(100))  # a changed value under a shipped key must travel too
+    rep = export_pack(source, str(tmp_path / "delta") + "/", base_packs=[base])
+    assert [k for k, _ in read_pack(rep.path).entries] == ["k00", "k08", "k09"]
+    assert rep.skipped == 7  # k01..k07, shipped unchanged in the base
+    assert rep.manifest["base_packs"] == [
+        {"file": base.name, "payload_sha256": read_pack(base).manifest["payload_sha256"]}
+    ]
+    assert "base_packs" not in read_pack(base).manifest
+    with CallCache(tmp_path / "restored.sqlite") as dst:
+        first = import_pack(base, dst)
+        second = import_pack(rep.path, dst)
+    assert first.base_packs == [] and second.base_packs == [base.name]
+    assert second.imported == 2 and second.conflicts == ["k00"]  # the base's k00 came first and is kept
+    assert f"a delta of {base.name} (import that too)" in second.line()
+    restored = dict(read_sqlite_entries(tmp_path / "restored.sqlite"))
+    assert sorted(restored) == [f"k{i:02d}" for i in range(10)]
+    # A corrupt base refuses the export instead of shipping a delta that rests on nothing.
+    cut = tmp_path / "cut.pack.gz"
+    cut.write_bytes(base.read_bytes()[:40])
+    with pytest.raises(PackError, match=r"cut\.pack\.gz: truncated or corrupt"):
+        export_pack(source, tmp_path / "x.pack.gz", base_packs=[cut])
+    assert not (tmp_path / "x.pack.gz").exists()
+
+
+def test_cli_delta_export_and_import_of_several_packs(source, tmp_path, capsys):
+    base = _pack(source, tmp_path)
+    with CallCache(source) as c:
+        c.put("k08", _value(8))
+    delta = tmp_path / "delta.pack.gz"
+    assert (
+        cache_pack_cli.main(["export", "--cache", str(source), "--out", str(delta), "--base", str(base)]) == 0
+    )
+    assert "1 entries (8 filtered out or in a base pack)" in capsys.readouterr().out
+    dst = tmp_path / "d.sqlite"
+    assert cache_pack_cli.main(["import", str(base), str(delta), "--cache", str(dst)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "8 entries imported" in out[0] and "1 entries imported" in out[1] and "a delta of" in out[1]
+    assert len(read_sqlite_entries(dst)) == 9
+
+
 def test_summary_line_counts_replayed_calls(tmp_path):
     with CallCache(tmp_path / "c.sqlite") as c:
         c.put("a", {"x": 1})
@@ -214,11 +258,26 @@ def test_config_hook_imports_pack_before_the_run(tmp_path, capsys):
     comps = make_components(warm)
     try:
         assert "3 entries imported, 0 already present" in capsys.readouterr().out
-        assert comps.cache_pack.imported == 3
+        assert [r.imported for r in comps.cache_pack] == [3]
         assert all(r.cached for r in _calls(comps))  # replayed, not recomputed
         assert "3 replayed from the cache (100%), 0 computed" in cache_summary_line(comps.cache)
     finally:
         comps.close()
+    # A list: a full pack, then a delta of it, imported in order.
+    with CallCache(tmp_path / "a.sqlite") as c:
+        c.put("extra", _value(1))
+    delta = export_pack(tmp_path / "a.sqlite", tmp_path / "delta.pack.gz", base_packs=[pack]).path
+    both = copy.deepcopy(BASE) | {
+        "cache": {"path": str(tmp_path / "c.sqlite"), "pack": [str(pack), str(delta)]}
+    }
+    comps = make_components(both)
+    try:
+        assert [(r.imported, r.base_packs) for r in comps.cache_pack] == [(3, []), (1, ["calls.pack.gz"])]
+        assert all(r.cached for r in _calls(comps))
+    finally:
+        comps.close()
+    with pytest.raises(ConfigError, match=r"expected a pack file, a list of them, or none"):
+        make_components(copy.deepcopy(BASE) | {"cache": {"path": ":memory:", "pack": [str(pack), 3]}})
     with pytest.raises(ConfigError, match=r"cache\.pack=.*does not exist"):
         make_components(copy.deepcopy(BASE) | {"cache": {"path": ":memory:", "pack": str(tmp_path / "x.gz")}})
     with pytest.raises(ConfigError, match="needs a call cache"):
