@@ -236,5 +236,5 @@ def _import_pack(pack: Any, cache: Any | None) -> list[ImportReport] | None:
         except PackError as exc:
             cache.close()  # do not leave the connection open behind the error
             raise ConfigError(f"config cache.pack={text!r}: {exc}") from exc
-        print(reports[-1].line())
+        print(reports[-1].line(imported_with={Path(t).name for t in paths}))
     return reports

@@ -8,7 +8,7 @@ import json
 import re
 import sqlite3
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -263,8 +263,13 @@ class ImportReport:
     version_mismatch: list[str] = field(default_factory=list)
     base_packs: list[str] = field(default_factory=list)
 
-    def line(self) -> str:
-        """One human-readable summary line."""
+    def line(self, imported_with: Collection[str] = ()) -> str:
+        """One human-readable summary line.
+
+        Args:
+            imported_with: File names of the packs imported in the same call; a delta's hint to
+                import its base names only the bases not among them.
+        """
         text = (
             f"call pack {self.pack}: {self.imported} entries imported, {self.present} already present"
             f", {len(self.conflicts)} conflicts (existing values kept)"
@@ -274,7 +279,9 @@ class ImportReport:
         if self.version_mismatch:
             text += f"; imported despite version mismatch ({'; '.join(self.version_mismatch)})"
         if self.base_packs:
-            text += f"; a delta of {', '.join(self.base_packs)} (import that too)"
+            missing = [b for b in self.base_packs if b not in set(imported_with)]
+            hint = f"import {', '.join(missing)} too" if missing else "its bases are imported in this call"
+            text += f"; a delta of {', '.join(self.base_packs)} ({hint})"
         return text
 
 

@@ -2,14 +2,14 @@ r"""``python -m modules.cache_pack export|import|inspect``: move the call cache 
 
 Examples::
 
-    # everything in the default cache, named by content, under results/
-    python -m modules.cache_pack export --out results/
+    # everything in the default cache, named by content, under results/packs/
+    python -m modules.cache_pack export --out results/packs/
     # only the Qwen HIGH-tier and answer calls
-    python -m modules.cache_pack export --out results/ --model qwen2.5-1.5b --tag tier=HIGH
+    python -m modules.cache_pack export --out results/packs/ --model qwen2.5-1.5b --tag tier=HIGH
     # a delta: only the calls the committed pack lacks (a sitting of a long experiment)
-    python -m modules.cache_pack export --out results/ --base results/calls-0123456789abcdef.pack.gz
-    python -m modules.cache_pack inspect results/calls-0123456789abcdef.pack.gz
-    python -m modules.cache_pack import results/calls-0123456789abcdef.pack.gz [more packs] [--cache PATH]
+    python -m modules.cache_pack export --out results/packs/ --base results/packs/calls-<sha16>.pack.gz
+    python -m modules.cache_pack inspect results/packs/calls-<sha16>.pack.gz
+    python -m modules.cache_pack import results/packs/calls-<sha16>.pack.gz [more packs] [--cache PATH]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from pathlib import Path
 
 from common.datadir import PROJECT_ROOT
 from modules.cache_pack import Filters, PackError, export_pack, import_pack, read_pack, version_mismatch
@@ -92,9 +93,10 @@ def main(argv: list[str] | None = None) -> int:
 
             with CallCache(args.cache) as cache:
                 # Each pack is verified before anything of it is written; a bad one stops the rest.
+                names = {Path(p).name for p in args.packs}
                 for pack_path in args.packs:
                     rep_i = import_pack(pack_path, cache, allow_version_mismatch=args.allow_version_mismatch)
-                    print(rep_i.line())
+                    print(rep_i.line(imported_with=names))
         else:
             pack = read_pack(args.pack)
             m = pack.manifest

@@ -190,7 +190,8 @@ def test_delta_pack_holds_only_new_or_changed_calls_and_restores_the_cache_with_
         second = import_pack(rep.path, dst)
     assert first.base_packs == [] and second.base_packs == [base.name]
     assert second.imported == 2 and second.conflicts == ["k00"]  # the base's k00 came first and is kept
-    assert f"a delta of {base.name} (import that too)" in second.line()
+    assert f"a delta of {base.name} (import {base.name} too)" in second.line()
+    assert f"a delta of {base.name} (its bases are imported in this call)" in second.line([base.name])
     restored = dict(read_sqlite_entries(tmp_path / "restored.sqlite"))
     assert sorted(restored) == [f"k{i:02d}" for i in range(10)]
     # A corrupt base refuses the export instead of shipping a delta that rests on nothing.
@@ -213,7 +214,8 @@ def test_cli_delta_export_and_import_of_several_packs(source, tmp_path, capsys):
     dst = tmp_path / "d.sqlite"
     assert cache_pack_cli.main(["import", str(base), str(delta), "--cache", str(dst)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "8 entries imported" in out[0] and "1 entries imported" in out[1] and "a delta of" in out[1]
+    assert "8 entries imported" in out[0] and "1 entries imported" in out[1]
+    assert out[1].endswith(f"a delta of {base.name} (its bases are imported in this call)")
     assert len(read_sqlite_entries(dst)) == 9
 
 
