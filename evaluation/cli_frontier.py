@@ -311,7 +311,7 @@ def run_with(
         "checkpoints": ckpts,
         "judge_prompt_hash": judge_hash,
         "judge_protocol": judge_protocol,
-        "cache_pack": "; ".join(r.line() for r in packs)
+        "cache_pack": "; ".join(r.line({p.pack.name for p in packs}) for r in packs)
         if (packs := getattr(components, "cache_pack", None))
         else None,
         "bootstrap": {

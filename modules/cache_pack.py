@@ -279,7 +279,8 @@ class ImportReport:
         if self.version_mismatch:
             text += f"; imported despite version mismatch ({'; '.join(self.version_mismatch)})"
         if self.base_packs:
-            missing = [b for b in self.base_packs if b not in set(imported_with)]
+            together = set(imported_with)
+            missing = [b for b in self.base_packs if b not in together]
             hint = f"import {', '.join(missing)} too" if missing else "its bases are imported in this call"
             text += f"; a delta of {', '.join(self.base_packs)} ({hint})"
         return text

@@ -275,6 +275,7 @@ def test_config_hook_imports_pack_before_the_run(tmp_path, capsys):
     comps = make_components(both)
     try:
         assert [(r.imported, r.base_packs) for r in comps.cache_pack] == [(3, []), (1, ["calls.pack.gz"])]
+        assert "a delta of calls.pack.gz (its bases are imported in this call)" in capsys.readouterr().out
         assert all(r.cached for r in _calls(comps))
     finally:
         comps.close()
