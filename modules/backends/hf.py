@@ -11,6 +11,7 @@ from typing import Any, cast
 from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
 from modules.backends.gguf_tokenizer import load_gguf_tokenizer
 from modules.backends.prompting import ContextOverflow, completion_prompt, fit_request
+from modules.backends.weights import file_sha256
 from modules.models import MODELS, get_model_spec, resolve_model_path
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,20 @@ class TransformersBackend(LLMBackend):
         config_ctx = int(getattr(self.model.config, "max_position_embeddings", 4096) or 4096)
         self.n_ctx = n_ctx or (spec.n_ctx if spec else min(config_ctx, 4096))
         self._warned_schema = False
+        import transformers
+
+        self._numerics = {
+            "engine": "transformers",
+            "version": str(transformers.__version__),
+            "device": device,
+            "dtype": dtype,
+            # a GGUF by content; an HF directory by its resolved path (its files are the user's)
+            "weights": file_sha256(path) if path.is_file() else str(path.resolve()),
+        }
+
+    def numerics(self) -> dict[str, str]:
+        """Engine, version, device, dtype and the weights (a GGUF's sha256 or the directory)."""
+        return dict(self._numerics)
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` without special tokens."""

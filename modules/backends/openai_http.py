@@ -36,6 +36,8 @@ class OpenAIBackend(LLMBackend):
         concurrency: Maximum requests in flight for one batch.
         token_counter: Optional exact token counter for ``count_tokens``.
         session: Optional ``requests.Session`` (for connection pooling or tests).
+        numerics: What the server runs (e.g. ``"vllm-0.32 fp32"``), part of every call's cache key:
+            declare it when one model name is served by different engines or dtypes.
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class OpenAIBackend(LLMBackend):
         concurrency: int = 8,
         token_counter: Callable[[str], int] | None = None,
         session: requests.Session | None = None,
+        numerics: str | None = None,
     ) -> None:
         if timeout_s <= 0 or max_retries < 0 or concurrency < 1:
             raise ValueError(
@@ -76,6 +79,11 @@ class OpenAIBackend(LLMBackend):
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self.attempts = 0  # total HTTP attempts made (for tests and logs)
+        self._numerics = {"engine": "openai-http", "served": numerics or "undeclared"}
+
+    def numerics(self) -> dict[str, str]:
+        """The HTTP engine and what the server declares it runs (``numerics=``)."""
+        return dict(self._numerics)
 
     def count_tokens(self, text: str) -> int:
         """Token count: exact with ``token_counter``, else an estimate of UTF-8 bytes / 4."""

@@ -1,0 +1,431 @@
+"""Choose the LLM engine by measurement: speed, share of the machine's peak, and answer agreement.
+
+Run it in the vLLM virtualenv (it has the project and every engine; ``bash scripts/setup_vllm.sh``),
+after ``bash scripts/build_llamacpp.sh`` for the native llama.cpp build::
+
+    .venv-vllm/bin/python scripts/bench_engines.py peak
+    .venv-vllm/bin/python scripts/bench_engines.py micro --model qwen2.5-1.5b
+    .venv-vllm/bin/python scripts/bench_engines.py questions --limit 40      # resumable
+    .venv-vllm/bin/python scripts/bench_engines.py report
+
+Every part writes into ``--out`` (default ``results/engines/``):
+
+* ``peak``: the machine's matmul peak in float32, bfloat16 and int8 (torch, square matrices, medians);
+* ``micro``: per engine, prefill and decode tokens/s and the wall time of 8 short requests sent one
+  by one (N = 1) and as one batch (N = 8); engines interleaved within each repeat, medians;
+* ``questions``: the workload that costs us, the ``cpu_quality`` all-HIGH question (five HIGH
+  modules and the answer) on LoCoMo validation questions, each question run by every engine in
+  turn; one record per (engine, question) with wall time, F1 and the prediction. Each engine has
+  its own call cache under ``--out`` so a stopped run resumes where it stopped;
+* ``report``: ``engines.md``/``engines.json``: per engine the median wall per question and its ratio
+  to the reference engine measured side by side, F1 with a paired bootstrap interval against the
+  reference, token F1 between engines' answers, and the micro numbers as shares of the peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = "xllamacpp"
+
+
+def engine_specs(model: str, threads: int) -> dict[str, dict[str, Any]]:
+    """Backend configs of the engines compared (``--engines`` picks among them)."""
+    return {
+        "xllamacpp": {"name": "llamacpp", "model": model, "n_threads": threads},
+        "native": {"name": "llamacpp", "engine": "native", "model": model, "n_threads": threads},
+        "vllm-fp32": {"name": "vllm", "model": model, "dtype": "float32"},
+        "vllm-bf16": {"name": "vllm", "model": model, "dtype": "bfloat16"},
+        "transformers-fp32": {
+            "name": "transformers",
+            "model": model,
+            "dtype": "float32",
+            "n_threads": threads,
+        },
+        "transformers-bf16": {
+            "name": "transformers",
+            "model": model,
+            "dtype": "bfloat16",
+            "n_threads": threads,
+        },
+    }
+
+
+def _median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+# -- peak ---------------------------------------------------------------------------------------
+
+
+def measure_peak(threads: int, size: int = 2048, repeats: int = 7) -> dict[str, float]:
+    """Matmul throughput in GFLOP/s (GOP/s for int8) of torch on ``threads`` threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    out: dict[str, float] = {}
+    flops = 2 * size**3
+    for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
+        a @ b  # warm-up (oneDNN picks and JITs its kernel)
+        out[name] = flops / _median_time(lambda a=a, b=b: a @ b, repeats) / 1e9
+    a8 = torch.randint(-127, 127, (size, size), dtype=torch.int8)
+    b8 = torch.randint(-127, 127, (size, size), dtype=torch.int8)
+    try:
+        torch._int_mm(a8, b8)
+        out["int8"] = flops / _median_time(lambda: torch._int_mm(a8, b8), repeats) / 1e9
+    except RuntimeError as exc:  # int8 GEMM not built for this CPU
+        print(f"int8 matmul unavailable: {exc}", file=sys.stderr)
+    return out
+
+
+# -- micro --------------------------------------------------------------------------------------
+
+_WORDS = [
+    "moved",
+    "painted",
+    "garden",
+    "river",
+    "concert",
+    "school",
+    "guitar",
+    "bakery",
+    "marathon",
+    "camping",
+    "museum",
+    "adopted",
+    "puppy",
+    "library",
+    "promotion",
+    "hiking",
+    "wedding",
+    "recipe",
+    "volunteer",
+    "festival",
+    "pottery",
+    "sunrise",
+    "counseling",
+    "beach",
+]
+_NAMES = ("Caroline", "Melanie", "Jon", "Gina", "Andrew", "Audrey", "Tim", "Nate")
+
+
+def _long_prompt(seed: int, lines: int) -> str:
+    rng = random.Random(seed)
+    # The varying line comes first so no engine's prefix cache can reuse an earlier prompt.
+    rows = [f"Conversation {seed}-{rng.random():.6f}."]
+    for i in range(lines):
+        words = " ".join(rng.choice(_WORDS) for _ in range(14))
+        rows.append(f'[{i + 1}] ({1 + i % 28} May 2023) {rng.choice(_NAMES)} said, "{words}."')
+    rows.append("Question: What did Caroline do in May 2023? Answer in a few words.")
+    return "\n".join(rows)
+
+
+def _request(text: str, max_tokens: int) -> Any:
+    from modules.backends.base import GenerationRequest
+
+    return GenerationRequest(messages=({"role": "user", "content": text},), max_tokens=max_tokens)
+
+
+def measure_micro(backend: Any, repeat: int, long_lines: int) -> dict[str, float]:
+    """One repeat of the micro workloads on ``backend`` (fresh prompts, so nothing is reused)."""
+    base = 1000 * repeat
+    (pre,) = backend.generate([_request(_long_prompt(base + 1, long_lines), 1)])
+    t = time.perf_counter()
+    (pre,) = backend.generate([_request(_long_prompt(base + 2, long_lines), 1)])
+    prefill_s = time.perf_counter() - t
+    t = time.perf_counter()
+    (dec,) = backend.generate([_request(_long_prompt(base + 3, long_lines), 65)])
+    decode_s = time.perf_counter() - t - prefill_s
+    shorts = [_request(_long_prompt(base + 10 + i, 12), 32) for i in range(8)]
+    t = time.perf_counter()
+    singles = [backend.generate([r])[0] for r in shorts]
+    n1 = (time.perf_counter() - t) / len(shorts)
+    shorts = [_request(_long_prompt(base + 20 + i, 12), 32) for i in range(8)]
+    t = time.perf_counter()
+    batch = backend.generate(shorts)
+    n8 = time.perf_counter() - t
+    errors = [r.error for r in (pre, dec, *singles, *batch) if not r.ok]
+    if errors:
+        raise RuntimeError(f"{backend.model_id}: failed calls in the micro benchmark: {errors[:2]}")
+    return {
+        "prompt_tokens": pre.tokens_in,
+        "prefill_tok_s": pre.tokens_in / prefill_s,
+        "decode_tokens": dec.tokens_out,
+        "decode_tok_s": max(dec.tokens_out - 1, 1) / max(decode_s, 1e-9),
+        "n1_wall_s_per_request": n1,
+        "n8_wall_s_batch": n8,
+        "short_prompt_tokens": statistics.mean(r.tokens_in for r in singles),
+    }
+
+
+# -- questions ----------------------------------------------------------------------------------
+
+
+def _engine_config(base: dict[str, Any], spec: dict[str, Any], cache: Path) -> dict[str, Any]:
+    import copy
+
+    cfg = copy.deepcopy(base)
+    model = spec["model"]
+    small = {k: v for k, v in spec.items() if k != "model"}
+    # Every LLM role on this engine: SmolLM2 stays the base model (cpu_quality does not use it at
+    # all-HIGH), the HIGH tiers and the answerer run the measured model.
+    cfg["backend"] = {**small, "model": "smollm2-135m"}
+    cfg["llms"] = {"high": {**small, "model": model}}
+    cfg["answer"] = {**cfg.get("answer", {}), "backend": {**small, "model": model}}
+    cfg["cache"] = {"path": str(cache), "pack": "none"}
+    return cfg
+
+
+def run_questions(args: argparse.Namespace) -> None:
+    """The cpu_quality all-HIGH question on every engine, interleaved, resumable."""
+    from benchmarks.metrics import score_answer
+    from envs.components import make_components
+    from envs.question_bank import question_bank_from
+    from evaluation.headroom import Context, evaluate_context, stratified
+    from modules.tier import Tier
+
+    ns = argparse.Namespace(
+        experiment="cpu_quality", config=None, set=list(args.set), benchmark=args.benchmark
+    )
+    from evaluation.frontier_config import resolve_config
+
+    base = resolve_config(ns, [])
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    records_path = out / "questions.jsonl"
+    done = {(r["engine"], r["question_id"]) for r in _read_jsonl(records_path)}
+    specs = engine_specs(args.model, args.threads)
+    engines = [e for e in args.engines.split(",") if e]
+    comps = {}
+    for name in engines:
+        print(f"loading {name} ...", flush=True)
+        comps[name] = make_components(_engine_config(base, specs[name], out / f"calls-{name}.sqlite"))
+    first = comps[engines[0]]
+    items = stratified(
+        question_bank_from(base, args.split, first.encoder), args.limit, lambda it: str(it.question.category)
+    )
+    context = Context("all-HIGH", "tiers", (Tier.HIGH,) * 5)
+    scorer = score_answer
+    for qi, item in enumerate(items):
+        for name in engines:
+            if (name, item.question.question_id) in done:
+                continue
+            t = time.perf_counter()
+            rec = evaluate_context(context, item, comps[name], "", scorer)
+            rec |= {"engine": name, "wall_s": time.perf_counter() - t, "model": args.model}
+            _append_jsonl(records_path, rec)
+            print(f"[{qi + 1}/{len(items)}] {name:18s} {rec['wall_s']:7.1f} s  F1 {rec['f1']:.2f}  "
+                  f"{rec['prediction'][:60]!r}", flush=True)  # fmt: skip
+    for c in comps.values():
+        c.close()
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}:{n}: not JSON ({exc.msg}); remove that line to resume") from exc
+    return rows
+
+
+def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
+    # One line per write, flushed and synced: a kill loses at most the record being written.
+    with open(path, "a") as fh:
+        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# -- report -------------------------------------------------------------------------------------
+
+
+def _token_f1(a: str, b: str) -> float:
+    from benchmarks.metrics import token_f1
+
+    return float(token_f1(a, b))
+
+
+def _paired_ci(diffs: Sequence[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(n_boot))
+    return statistics.fmean(diffs), means[int(0.025 * n_boot)], means[int(0.975 * n_boot) - 1]
+
+
+def build_report(out: Path) -> dict[str, Any]:
+    """Summarise whatever ``peak``, ``micro`` and ``questions`` have written so far."""
+    report: dict[str, Any] = {}
+    peak_file, micro_file = out / "peak.json", out / "micro.json"
+    if peak_file.is_file():
+        report["peak"] = json.loads(peak_file.read_text())
+    if micro_file.is_file():
+        report["micro"] = json.loads(micro_file.read_text())
+    rows = _read_jsonl(out / "questions.jsonl")
+    by: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["engine"], {})[r["question_id"]] = r
+    if REFERENCE in by:
+        ref = by[REFERENCE]
+        q_rows = {}
+        for name, recs in by.items():
+            common = sorted(set(recs) & set(ref))
+            if not common:
+                continue
+            ratios = [ref[q]["wall_s"] / recs[q]["wall_s"] for q in common]
+            f1_mean, lo, hi = _paired_ci([recs[q]["f1"] - ref[q]["f1"] for q in common])
+            q_rows[name] = {
+                "questions": len(common),
+                "median_wall_s": statistics.median(recs[q]["wall_s"] for q in common),
+                "reference_median_wall_s": statistics.median(ref[q]["wall_s"] for q in common),
+                "speedup_median": statistics.median(ratios),
+                "speedup_total": sum(ref[q]["wall_s"] for q in common)
+                / sum(recs[q]["wall_s"] for q in common),
+                "f1": statistics.fmean(recs[q]["f1"] for q in common),
+                "reference_f1": statistics.fmean(ref[q]["f1"] for q in common),
+                "f1_minus_reference": [f1_mean, lo, hi],
+                "answer_token_f1_vs_reference": statistics.fmean(
+                    _token_f1(recs[q]["prediction"], ref[q]["prediction"]) for q in common
+                ),
+                "same_answer_share": statistics.fmean(
+                    float(recs[q]["prediction"].strip() == ref[q]["prediction"].strip()) for q in common
+                ),
+            }
+        report["questions"] = q_rows
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as Markdown tables."""
+    lines = ["# LLM engines on this machine", ""]
+    peak = report.get("peak", {})
+    if peak:
+        lines += ["## Matmul peak (torch, 2 threads)", "", "| dtype | GFLOP/s |", "|---|---|"]
+        lines += [f"| {k} | {v:.0f} |" for k, v in peak.get("gflops", {}).items()]
+        lines.append("")
+    micro = report.get("micro", {})
+    if micro:
+        params = micro.get("n_params")
+        lines += [
+            f"## Micro workloads ({micro.get('model')}, "
+            f"medians of {micro.get('repeats')} interleaved repeats)",
+            "",
+            "| engine | prefill tok/s | share of bf16 peak | decode tok/s | N=1 s/request | N=8 s/batch |",
+            "|---|---|---|---|---|---|",
+        ]
+        bf16 = peak.get("gflops", {}).get("bfloat16")
+        for name, m in micro.get("engines", {}).items():
+            share = f"{2 * params * m['prefill_tok_s'] / 1e9 / bf16:.0%}" if params and bf16 else "-"
+            lines.append(
+                f"| {name} | {m['prefill_tok_s']:.0f} | {share} | {m['decode_tok_s']:.1f} | "
+                f"{m['n1_wall_s_per_request']:.2f} | {m['n8_wall_s_batch']:.2f} |"
+            )
+        lines.append("")
+    q = report.get("questions", {})
+    if q:
+        lines += [
+            "## cpu_quality all-HIGH question (five HIGH modules + answer), side by side",
+            "",
+            "| engine | questions | median wall s | speed-up vs xllamacpp (median, total) | F1 | "
+            "F1 − xllamacpp [95% CI] | answer token F1 vs xllamacpp | same answer |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for name, r in q.items():
+            d, lo, hi = r["f1_minus_reference"]
+            lines.append(
+                f"| {name} | {r['questions']} | {r['median_wall_s']:.1f} | "
+                f"{r['speedup_median']:.2f}×, {r['speedup_total']:.2f}× | {r['f1']:.3f} | "
+                f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['answer_token_f1_vs_reference']:.2f} | "
+                f"{r['same_answer_share']:.0%} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+# -- CLI ----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run one part."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("part", choices=["peak", "micro", "questions", "report"])
+    parser.add_argument("--out", default=str(ROOT / "results" / "engines"))
+    parser.add_argument("--model", default="qwen2.5-1.5b")
+    parser.add_argument("--threads", type=int, default=2)
+    # transformers is left out by default: with both vLLM engines loaded it does not fit in 24 GiB.
+    parser.add_argument("--engines", default="xllamacpp,native,vllm-fp32,vllm-bf16")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--long-lines", type=int, default=40, help="evidence lines of the long prompt")
+    parser.add_argument("--benchmark", default="locomo")
+    parser.add_argument("--split", default="val")
+    parser.add_argument("--limit", type=int, default=40)
+    parser.add_argument("--set", action="append", default=[], help="config override for `questions`")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from common.atomic import atomic_write_json, atomic_write_text
+
+    if args.part == "peak":
+        peak = {"threads": args.threads, "gflops": measure_peak(args.threads)}
+        atomic_write_json(out / "peak.json", peak)
+        print(json.dumps(peak, indent=2))
+    elif args.part == "micro":
+        from modules.backends import get_backend
+        from modules.models import get_model_spec
+
+        specs = engine_specs(args.model, args.threads)
+        names = [e for e in args.engines.split(",") if e]
+        backends = {}
+        for name in names:
+            spec = dict(specs[name])
+            backends[name] = get_backend(spec.pop("name"), **spec)
+        runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
+        for rep in range(args.repeats):
+            for name in names:  # interleaved: a slow minute of the machine hits every engine
+                runs[name].append(measure_micro(backends[name], rep, args.long_lines))
+                print(f"repeat {rep} {name}: {json.dumps(runs[name][-1])}", flush=True)
+        for b in backends.values():
+            b.close()
+        micro = {
+            "model": args.model,
+            "n_params": get_model_spec(args.model).n_params,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "engines": {n: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for n, rs in runs.items()},
+            "raw": runs,
+        }
+        atomic_write_json(out / "micro.json", micro)
+    elif args.part == "questions":
+        run_questions(args)
+    report = build_report(out)
+    atomic_write_json(out / "engines.json", report)
+    atomic_write_text(out / "engines.md", format_report(report))
+    print(format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

