@@ -260,6 +260,7 @@ ADDED_BY_SCHEMA = (
     "reward.task_baseline",
     "reward.lambda_scale",
     "actions.max_tier",
+    "cost.params",
 )
 
 

@@ -50,7 +50,10 @@ def test_native_engine_answers_like_the_prebuilt_one() -> None:
     native = get_backend("llamacpp", model="smollm2-135m", engine="native", n_threads=2)
     prebuilt = get_backend("llamacpp", model="smollm2-135m", n_threads=2)
     try:
-        reqs = [_chat("What is the capital of France?", 12), _chat("Name a primary colour.", 12)]
+        reqs = [
+            _chat("What is the capital of France? Answer in one word.", 12),
+            _chat("Name a primary colour.", 12),
+        ]
         a, b = native.generate(reqs), prebuilt.generate(reqs)
         assert all(r.ok for r in a + b), [r.error for r in a + b]
         assert "paris" in a[0].text.lower()
@@ -67,13 +70,19 @@ def test_native_engine_answers_like_the_prebuilt_one() -> None:
 
 def test_openai_backend_against_the_real_server(server) -> None:
     be = OpenAIBackend("smollm2", base_url=server.url + "/v1", api_key_env=None, numerics="llama-server")
-    (res,) = be.generate([_chat("What is the capital of France?", 12)])
+    (res,) = be.generate([_chat("What is the capital of France? Answer in one word.", 12)])
     assert res.ok, res.error
     assert "paris" in res.text.lower() and res.tokens_in > 10 and 0 < res.tokens_out <= 12
-    schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "string"}}},
-              "required": ["items"]}  # fmt: skip
-    (js,) = be.generate([_chat("List two fruits.", 48, json_schema=schema)])
-    assert js.ok and isinstance(json.loads(js.text)["items"], list), js
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"type": "string", "maxLength": 20}, "maxItems": 2}
+        },
+        "required": ["items"],
+    }
+    (js,) = be.generate([_chat("List two fruits.", 96, json_schema=schema)])
+    assert js.ok and js.finish_reason == "stop", js
+    assert isinstance(json.loads(js.text)["items"], list), js
     assert be.numerics() == {"engine": "openai-http", "served": "llama-server"}
 
 
@@ -100,7 +109,7 @@ def test_server_restart_mid_run_is_ridden_out(server) -> None:
         "smollm2", base_url=server.url + "/v1", api_key_env=None, max_retries=0, timeout_s=30
     )
     be = ResilientBackend(inner, max_outage_s=120, backoff_s=0.2, max_backoff_s=1.0)
-    (before,) = be.generate([_chat("What is the capital of France?", 12)])
+    (before,) = be.generate([_chat("What is the capital of France? Answer in one word.", 12)])
     server.stop()
 
     def restart() -> None:
@@ -109,7 +118,7 @@ def test_server_restart_mid_run_is_ridden_out(server) -> None:
 
     t = threading.Thread(target=restart)
     t.start()
-    (after,) = be.generate([_chat("What is the capital of France?", 12)])
+    (after,) = be.generate([_chat("What is the capital of France? Answer in one word.", 12)])
     t.join()
     assert after.ok and after.text == before.text
     assert be.retries >= 1 and be.outage_s > 0
@@ -117,19 +126,23 @@ def test_server_restart_mid_run_is_ridden_out(server) -> None:
 
 def test_a_server_that_dies_at_load_is_a_clear_error(tmp_path, monkeypatch) -> None:
     fake = tmp_path / "llama-server"
-    fake.write_text("#!/bin/sh\necho 'version: 0 (fake)'\n[ \"$1\" = --version ] && exit 0\necho boom; exit 3\n")
+    fake.write_text(
+        "#!/bin/sh\necho 'version: 0 (fake)'\n[ \"$1\" = --version ] && exit 0\necho boom; exit 3\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("LLAMA_SERVER", str(fake))
     log = tmp_path / "server.log"
     with pytest.raises(BackendError, match=r"exited with code 3 while loading.*server\.log"):
-        LlamaServerProcess(resolve_model_path("smollm2-135m"), n_ctx=512, n_parallel=1, n_threads=1, log_path=log)
+        LlamaServerProcess(
+            resolve_model_path("smollm2-135m"), n_ctx=512, n_parallel=1, n_threads=1, log_path=log
+        )
     assert "boom" in log.read_text()
 
 
 def test_missing_build_names_the_build_command(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("LLAMA_SERVER", raising=False)
     monkeypatch.setenv("BUDGET_ROUTER_CACHE", str(tmp_path))
-    with pytest.raises(BackendError, match="scripts/build_llamacpp.sh"):
+    with pytest.raises(BackendError, match=r"scripts/build_llamacpp\.sh"):
         find_server_binary()
     with pytest.raises(BackendError, match="engine 'gpu' is not one of"):
         get_backend("llamacpp", model="smollm2-135m", engine="gpu")

@@ -17,7 +17,9 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +82,12 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
 
 
+def _child_setup() -> Callable[[], None] | None:
+    # The parent-death signal fires when the *thread* that forked exits, not the process: a server
+    # (re)started from a worker thread would die with that thread. Only the main thread uses it.
+    return _die_with_parent if threading.current_thread() is threading.main_thread() else None
+
+
 class LlamaServerProcess:
     """One ``llama-server`` on ``127.0.0.1`` serving one GGUF.
 
@@ -129,7 +137,7 @@ class LlamaServerProcess:
         try:
             self._proc = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_child_setup(),
             )  # fmt: skip
         finally:
             if log is not subprocess.DEVNULL:
