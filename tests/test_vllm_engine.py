@@ -102,13 +102,14 @@ def test_cache_keys_know_the_engine(backend, tmp_path) -> None:
     assert again.cached and again.text == real.text
 
 
-def test_tiny_training_run_on_vllm(tmp_path) -> None:
+def test_tiny_training_run_and_frontier_on_vllm(tmp_path) -> None:
+    """The issue's command trains on vLLM; `evaluate.py frontier` evaluates that router on vLLM."""
     _need_vllm()
     env = {**os.environ, "WANDB_MODE": "disabled", "BUDGET_ROUTER_BANK_CACHE": str(tmp_path / "banks")}
+    cache = f"cache.path={tmp_path / 'calls.sqlite'}"
     cmd = [
         sys.executable, "train.py", "backend=vllm", "train=tiny", "ppo=tiny", "question_bank.max_samples=1",
-        "encoder=hashing", "memory=no_ce", f"runs_dir={tmp_path / 'runs'}",
-        f"cache.path={tmp_path / 'calls.sqlite'}",
+        "encoder=hashing", "memory=no_ce", f"runs_dir={tmp_path / 'runs'}", cache,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -116,3 +117,13 @@ def test_tiny_training_run_on_vllm(tmp_path) -> None:
     assert (run / "router" / "metadata.json").is_file()
     # The engine was shut down by close(), not killed at exit.
     assert "exited unexpectedly" not in proc.stderr and "force killing" not in proc.stderr
+    out = tmp_path / "frontier"
+    cmd = [
+        sys.executable, "evaluate.py", "frontier", "--routers", f"vllm={run / 'router'}",
+        "--baselines", "all-low", "--limit", "2", "--max-samples", "1", "--n-boot", "20", "--no-progress", "--out", str(out),
+        "--set", cache,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = (out / "frontier.csv").read_text()
+    assert "vllm" in rows and "all-low" in rows.lower()
