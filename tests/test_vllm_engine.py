@@ -120,8 +120,8 @@ def test_tiny_training_run_and_frontier_on_vllm(tmp_path) -> None:
     out = tmp_path / "frontier"
     cmd = [
         sys.executable, "evaluate.py", "frontier", "--routers", f"vllm={run / 'router'}",
-        "--baselines", "all-low", "--limit", "2", "--max-samples", "1", "--n-boot", "20", "--no-progress", "--out", str(out),
-        "--set", cache,
+        "--baselines", "all-low", "--limit", "2", "--max-samples", "1", "--n-boot", "20", "--no-progress",
+        "--out", str(out), "--set", cache,
     ]  # fmt: skip
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
