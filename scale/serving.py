@@ -26,27 +26,17 @@ import argparse
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from modules.backends.base import BackendError
+from modules.backends.llama_server import free_port, wait_healthy
 
 #: The environment variable through which :class:`LocalLlamaServer` hands its key to the server.
 SERVER_KEY_ENV = "BUDGET_ROUTER_SERVER_API_KEY"
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on ``host``."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def start_llamacpp_server(
@@ -102,30 +92,6 @@ def start_llamacpp_server(
     if api_key:
         params.api_keys = [api_key]
     return xlc.Server(params)
-
-
-def wait_healthy(
-    root_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
-) -> None:
-    """Poll ``{root_url}/health`` until it answers 200.
-
-    Raises:
-        BackendError: The server did not become healthy in time, or its process exited.
-    """
-    deadline = time.monotonic() + timeout_s
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise BackendError(f"server process exited with code {proc.returncode} before {root_url} was up")
-        try:
-            r = requests.get(f"{root_url}/health", timeout=2)
-            if r.status_code == 200:
-                return
-            last = f"HTTP {r.status_code}"
-        except requests.RequestException as exc:
-            last = type(exc).__name__
-        time.sleep(0.1)
-    raise BackendError(f"server at {root_url} not healthy after {timeout_s:g} s (last: {last})")
 
 
 class LocalLlamaServer:

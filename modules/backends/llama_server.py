@@ -1,7 +1,7 @@
 """A llama.cpp ``llama-server`` process built for this CPU, started, watched and stopped from Python.
 
 The prebuilt xllamacpp wheel runs llama.cpp compiled for AVX2 only; ``scripts/build_llamacpp.sh``
-compiles the same server with ``GGML_NATIVE=ON`` (AVX-512, VNNI, AMX where the CPU has them).
+compiles the same server for this CPU (AVX-512/VNNI; its AMX build crashes at load here).
 :class:`LlamaServerProcess` runs that binary on a loopback port and answers the request bodies of
 llama.cpp's server API, the same bodies :class:`modules.backends.llamacpp.LlamaCppBackend` hands to
 xllamacpp in process; that backend picks one or the other with ``engine=``.
@@ -69,10 +69,35 @@ def server_build(binary: Path) -> str:
     return f"{binary.parent.parent.name} {line}".strip()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on ``host``."""
+    with socket.socket() as s:
+        s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def wait_healthy(
+    root_url: str, timeout_s: float = 120.0, proc: subprocess.Popen[bytes] | None = None
+) -> None:
+    """Poll ``{root_url}/health`` until it answers 200.
+
+    Raises:
+        BackendError: The server did not become healthy in time, or its process exited.
+    """
+    deadline = time.monotonic() + timeout_s
+    last = "no answer"
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise BackendError(f"server process exited with code {proc.returncode} before {root_url} was up")
+        try:
+            r = requests.get(f"{root_url}/health", timeout=2)
+            if r.status_code == 200:
+                return
+            last = f"HTTP {r.status_code}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(0.1)
+    raise BackendError(f"server at {root_url} not healthy after {timeout_s:g} s (last: {last})")
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -114,7 +139,7 @@ class LlamaServerProcess:
     ) -> None:
         self.binary = find_server_binary(binary)
         self.build = server_build(self.binary)
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [
             str(self.binary), "-m", str(model_path), "--host", "127.0.0.1", "--port", str(self.port),
@@ -142,21 +167,16 @@ class LlamaServerProcess:
         finally:
             if log is not subprocess.DEVNULL:
                 log.close()  # type: ignore[union-attr]
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise BackendError(
-                    f"llama-server exited with code {self._proc.returncode} while loading "
-                    f"({' '.join(self.argv)}); log: {self.log_path or 'not kept (pass log_path)'}"
-                )
-            with contextlib.suppress(requests.RequestException):
-                if self._session.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            time.sleep(0.1)
-        self.stop()
-        raise BackendError(
-            f"llama-server did not become healthy in {START_TIMEOUT_S:g} s: {' '.join(self.argv)}"
-        )
+        try:
+            wait_healthy(self.url, START_TIMEOUT_S, self._proc)
+        except BackendError as exc:
+            code = self._proc.poll()
+            self.stop()
+            what = f"exited with code {code} while loading" if code is not None else f"did not start ({exc})"
+            raise BackendError(
+                f"llama-server {what} ({' '.join(self.argv)}); "
+                f"log: {self.log_path or 'not kept (pass log_path)'}"
+            ) from exc
 
     def post(self, path: str, body: dict[str, Any], timeout_s: float = 3600.0) -> dict[str, Any]:
         """POST ``body`` to ``path`` and return the JSON reply (llama.cpp's own errors included).

@@ -44,7 +44,7 @@ class LlamaCppBackend(LLMBackend):
         engine: ``"xllamacpp"`` (the prebuilt wheel, in process) or ``"native"`` (a ``llama-server``
             process built for this CPU; see ``scripts/build_llamacpp.sh``).
         server_bin: The ``llama-server`` binary for ``engine="native"`` (default: ``$LLAMA_SERVER``,
-            else the newest native build in the model cache).
+            else a build of ``scripts/build_llamacpp.sh`` in the model cache).
         server_log: File that receives the native server's log (default: discarded).
         server_args: More ``llama-server`` flags. The default ``--no-repack`` keeps the weights in their
             file layout: on this machine's AVX-512 build that prefilled 2,048 tokens of Qwen2.5-1.5B
