@@ -1,5 +1,5 @@
 # The two commands the README promises. Both set everything up first.
-.PHONY: setup train test lint setup-vllm test-vllm build-llamacpp test-engines
+.PHONY: setup train test lint setup-vllm test-vllm build-llamacpp test-engines setup-docs docs docs-build test-ray
 PY := .venv/bin/python
 
 setup:
@@ -35,3 +35,21 @@ test-engines: setup-vllm build-llamacpp
 	BUDGET_ROUTER_REQUIRE_VLLM=1 BUDGET_ROUTER_REQUIRE_NATIVE=1 VLLM_LOGGING_LEVEL=WARNING HF_HUB_OFFLINE=1 \
 		TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -rs \
 		tests/test_vllm_engine.py tests/test_backends_vllm.py tests/test_llama_server.py
+
+# The documentation site from docs/ (mkdocs.yml): `make docs` serves it on http://127.0.0.1:8000,
+# `make docs-build` builds it into site/ with --strict (any warning fails), as CI does.
+setup-docs: setup
+	.venv/bin/pip install --quiet -e '.[docs]'
+
+docs: setup-docs
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve
+
+docs-build: setup-docs
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict
+
+# Ray Tune sweeps for real: the `ray` extra in .venv, then the ray-marked tests (a local `ray start --head`
+# cluster, ASHA stopping a trial, a killed sweep resumed with Tuner.restore); a missing Ray fails.
+test-ray: setup
+	.venv/bin/pip install --quiet -e '.[ray]'
+	BUDGET_ROUTER_REQUIRE_RAY=1 OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
+		PYTHONHASHSEED=0 .venv/bin/python -m pytest -m ray -rs tests/test_scale_sweep.py

@@ -7,7 +7,7 @@ Examples::
     python train.py backend=fake encoder=hashing train=tiny   # seconds-long plumbing check
     python train.py -m cost.lambda=0,0.05,0.1,0.3,0.5,0.7,0.9 seed=0,1,2   # λ × seed sweep
     python train.py 'cost.lambdas=[0,0.05,0.1,0.3,0.5,0.7,0.9]'   # one λ-conditioned router for all 7
-    python train.py resume=runs/locomo__implementation__lam0.0__s0       # continue a run
+    python train.py resume=runs/locomo__implementation__lam0__s0       # continue a run
 
 Configs live in ``configs/`` (see ``configs/config.yaml``); every run writes
 ``runs/{run_name}/`` (resolved config, provenance, progress.csv, checkpoints, the best router
@@ -42,14 +42,14 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from envs.components import ConfigError
     from memory.persistence import MemoryLoadError
     from modules.cache_stores.base import CacheStoreError
-    from policies.router import RouterLoadError
+    from policies.router import RouterLoadError, RouterMismatchError
     from policies.training.checkpoint import CheckpointError
     from policies.training.failure_budget import FailureBudgetExceeded
     from policies.training.rundir import RunDirError
 
     return (
         CacheStoreError, CheckpointError, ConfigError, DataFileError, FailureBudgetExceeded,
-        MemoryLoadError, RouterLoadError, RunDirError,
+        MemoryLoadError, RouterLoadError, RouterMismatchError, RunDirError,
     )
 
 
@@ -67,7 +67,16 @@ def main(cfg: DictConfig) -> dict[str, Any]:
     hydra_cfg = HydraConfig.get()
     try:
         return train(container, hydra_overrides=list(hydra_cfg.overrides.task))
+    except KeyboardInterrupt:
+        # A Ctrl-C outside training's graceful stop (model loading, question banks) or a second one.
+        print("\ninterrupted: stopped without saving a checkpoint", file=sys.stderr)
+        raise SystemExit(130) from None
     except Exception as exc:
+        from policies.training.interrupt import TrainingInterrupted
+
+        if isinstance(exc, TrainingInterrupted):  # saved a checkpoint; the message says how to resume
+            print(str(exc), file=sys.stderr)
+            raise SystemExit(exc.exit_code) from None
         # Hydra created the run directory before calling us; a rejected launch leaves nothing.
         run_dir = Path(hydra_cfg.runtime.output_dir)
         if run_dir.is_dir() and not any(run_dir.iterdir()):

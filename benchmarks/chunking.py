@@ -90,7 +90,7 @@ def _session_units(session: Session, kind: str, max_tokens: int) -> tuple[str, l
 
 
 def chunk_history(history: History, config: ChunkingConfig | None = None) -> list[Chunk]:
-    """Cut a history into chunks in time order (see docs/design.md).
+    """Cut a history into chunks in time order (see docs/design/benchmarks.md).
 
     Args:
         history: The history (``kind`` ``"dialogue"`` or ``"document"``).

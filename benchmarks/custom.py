@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -72,7 +73,7 @@ def check_ratio(ratio: Sequence[float]) -> tuple[float, float, float]:
 
 
 def ratio_splits(history_ids: Sequence[str], ratio: Sequence[float], seed: int) -> dict[str, str]:
-    """Assign histories to splits by rank in seeded sha256 order (see docs/design.md)."""
+    """Assign histories to splits by rank in seeded sha256 order (see docs/design/benchmarks.md)."""
     ranked = sorted(history_ids, key=lambda h: hashlib.sha256(f"{seed}:{h}".encode()).hexdigest())
     n_train, n_val = round(ratio[0] * len(ranked)), round(ratio[1] * len(ranked))
     return {
@@ -80,8 +81,15 @@ def ratio_splits(history_ids: Sequence[str], ratio: Sequence[float], seed: int) 
     }
 
 
-def read_rows(path: Path, fmt: str | None = None) -> dict[str | None, list[dict[str, Any]]]:
+def read_rows(
+    path: Path, fmt: str | None = None, sha256: str | None = None
+) -> dict[str | None, list[dict[str, Any]]]:
     """Read the user's data with ``datasets``: ``{split key or None: rows}``.
+
+    ``datasets`` caches what it parsed under a fingerprint of the file's path and modification
+    time, so a file replaced by one with the same mtime (``cp -p``, ``rsync -a``, ``tar x``) would
+    read as the old rows. The cache directory is therefore named by the file's content (``sha256``,
+    computed here when not given): other content, another cache.
 
     Raises:
         DataFileError: Naming the file (and, for invalid JSON Lines, the line) when it cannot be read.
@@ -102,20 +110,57 @@ def read_rows(path: Path, fmt: str | None = None) -> dict[str | None, list[dict[
             f"{path}: unknown data format {builder or path.suffix!r}; use .jsonl/.json/.parquet/.csv, "
             "a saved dataset directory, or benchmark.options.format=json|parquet|csv"
         )
+    if path.stat().st_size == 0:
+        raise DataFileError(f"{path}: the file is empty; it must hold at least one question row")
+    _check_utf8(path)
+    digest = sha256 or sha256_file(path)
     quiet = datasets.are_progress_bars_disabled()
     datasets.disable_progress_bars()  # a "Generating train split" bar per load is noise in CLI output
     try:
         ds = datasets.load_dataset(
-            builder, data_files=str(path), split="train", cache_dir=str(cache_root() / "datasets")
+            builder,
+            data_files=str(path),
+            split="train",
+            cache_dir=str(cache_root() / "datasets" / digest[:16]),
         )
     except Exception as exc:  # datasets wraps parser errors in many types; name the file and line
         if builder == "json":
             _raise_json_line_error(path)
+            # Valid JSON that datasets' block reader cannot take (a row larger than its block, ~10 MB):
+            # read it here, as datasets would have returned it.
+            return {None: _read_json_rows(path)}
         raise DataFileError(f"{path}: record <file>: field <{builder}>: cannot be read ({exc})") from exc
     finally:
         if not quiet:
             datasets.enable_progress_bars()
     return {None: ds.to_list()}
+
+
+def _check_utf8(path: Path) -> None:
+    """Name the line of the first byte that is not UTF-8 (datasets reports none)."""
+    if path.suffix.lower() in (".parquet", ".arrow"):
+        return  # binary formats
+    with open(path, "rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFileError(
+                    f"{path}: record at line {lineno}: field <encoding>: byte {line[exc.start]:#04x} at "
+                    f"column {exc.start + 1} is not UTF-8; save the file as UTF-8"
+                ) from None
+
+
+def _read_json_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSON list or JSON Lines file (each row an object), read without ``datasets``."""
+    text = path.read_text(encoding="utf-8")
+    rows = json.loads(text) if text.lstrip().startswith("[") else [
+        json.loads(line) for line in text.splitlines() if line.strip()
+    ]
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise DataFileError(f"{path}: record row {i}: is a JSON {type(row).__name__}, not an object")
+    return rows
 
 
 def _raise_json_line_error(path: Path) -> None:
@@ -229,6 +274,7 @@ def build_samples(
             b.pending.append((reader, len(b.pending)))
             index += 1
     samples = [b.finish(path) for b in builders.values()]
+    _warn_silent_acceptances(parts, samples, path)
     for s in samples:
         for q in s.questions:
             if q.question_id in qids:
@@ -238,6 +284,32 @@ def build_samples(
                 )
             qids[q.question_id] = s.sample_id
     return samples, {hid: b.split for hid, b in builders.items()}
+
+
+def _warn_silent_acceptances(
+    parts: Mapping[str | None, list[dict[str, Any]]], samples: Sequence[Sample], path: Path
+) -> None:
+    """Warn about rows that load but are probably not what the user meant."""
+    seen: dict[str, int] = {}
+    index = 0
+    for rows in parts.values():
+        for row in rows:
+            key = json.dumps(row, sort_keys=True, default=str)
+            if key in seen:
+                warnings.warn(
+                    f"{path}: row {index} repeats row {seen[key]} verbatim; it is loaded as another "
+                    "question (remove it, or give it its own question_id)",
+                    stacklevel=3,
+                )
+            seen.setdefault(key, index)
+            index += 1
+    for s in samples:
+        if not s.history.turns():
+            warnings.warn(
+                f"{path}: history {s.sample_id!r} has no turns or sentences (empty sessions/documents); "
+                "its questions have nothing to retrieve",
+                stacklevel=3,
+            )
 
 
 def _row_split(reader: RowReader, key: str | None) -> str | None:
@@ -252,7 +324,7 @@ def _row_split(reader: RowReader, key: str | None) -> str | None:
 
 @register
 class CustomBenchmark(Benchmark):
-    """A user's dataset in the documented row schema (see docs/design.md).
+    """A user's dataset in the documented row schema (see docs/design/benchmarks.md).
 
     Args:
         data_dir: Data directory (searched for a relative ``path``).
@@ -297,7 +369,8 @@ class CustomBenchmark(Benchmark):
         if self._samples is None:
             files = self.data_files()
             self.checksums.update({str(p.relative_to(self.data_dir)): sha256_file(p) for p in files})
-            samples, given = build_samples(read_rows(self.path, self.format), self.path, self.columns)
+            digest = None if self.path.is_dir() else self.checksums[str(self.path.relative_to(self.data_dir))]
+            samples, given = build_samples(read_rows(self.path, self.format, digest), self.path, self.columns)
             if any(v is None for v in given.values()):
                 missing = [h for h, v in given.items() if v is None]
                 if len(missing) != len(given):

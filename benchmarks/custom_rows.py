@@ -11,7 +11,7 @@ from typing import Any
 from benchmarks.records import RecordRef, answer_text
 from benchmarks.types import Session, Turn
 
-#: The fields a row can map (see docs/design.md).
+#: The fields a row can map (see docs/design/benchmarks.md).
 FIELDS: tuple[str, ...] = (
     "history_id",
     "sessions",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -114,7 +115,7 @@ def parse_record(raw: Any, index: int, path: Path) -> Sample:
 
 
 def split_of(ids: list[str]) -> dict[str, str]:
-    """Assign each question id to a split by its rank in sha256 order (see docs/design.md)."""
+    """Assign each question id to a split by its rank in sha256 order (see docs/design/benchmarks.md)."""
     ranked = sorted(ids, key=lambda q: hashlib.sha256(q.encode("utf-8")).hexdigest())
     n_train = round(TRAIN_FRACTION * len(ranked))
     n_val = round(VAL_FRACTION * len(ranked))
@@ -139,6 +140,8 @@ class HotpotQA(Benchmark):
         """Load the questions of ``split`` in file order."""
         check_split(split)
         path, records = self._read(self.file, read_records)
+        if not records:
+            warnings.warn(f"{path} holds no questions (an empty file?); every split is empty", stacklevel=2)
         samples = [parse_record(r, i, path) for i, r in enumerate(records)]
         if split == "all":
             return samples

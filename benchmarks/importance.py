@@ -18,7 +18,7 @@ _PROPER = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+")
 
 
 def turn_importance(turn: Turn) -> float:
-    """Heuristic importance of one turn (see docs/design.md), clipped to [0, 1]."""
+    """Heuristic importance of one turn (see docs/design/benchmarks.md), clipped to [0, 1]."""
     text = turn.text
     n_tokens = count_tokens(text)
     score = 0.30

@@ -34,7 +34,7 @@ class MemoryBuildConfig:
         gate_threshold: L1 -> L2 gate threshold; ``None`` uses the value calibrated for the
             encoder by :mod:`memory.calibration`.
         lexical_weight: Weight of the BM25 channel fused with the dense ranking (0: dense only);
-            0.5 was the best of 0.3-1.0 on LoCoMo val (RESULTS.md, "Retrieval ablation").
+            0.5 was the best of 0.3-1.0 on LoCoMo val (docs/results/retrieval.md).
         lexical_dates: Index each chunk's session date with its text, so a question naming a
             month or year matches what was said then (date-aware lexical queries).
     """

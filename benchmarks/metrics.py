@@ -20,7 +20,7 @@ _ABSTAIN_PHRASES = ("no information available", "not mentioned")
 
 
 def normalize_answer(text: str) -> str:
-    """LoCoMo answer normalisation (no stemming): see docs/design.md."""
+    """LoCoMo answer normalisation (no stemming): see docs/design/benchmarks.md."""
     text = str(text).replace(",", "").lower()
     text = "".join(ch for ch in text if ch not in _PUNCT)
     text = _ARTICLES.sub(" ", text)

@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -34,7 +35,8 @@ def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], obj
     """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    # The writer's pid in the name: a temporary left by a killed process is recognised as stale.
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.{os.getpid()}-", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -48,6 +50,43 @@ def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[Path], obj
         tmp.unlink(missing_ok=True)
         raise
     return dest
+
+
+_TEMP_NAME = re.compile(r"^\..+\.(\d+)-[^.]+\.tmp$")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this host)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temporaries of :func:`atomic_write_with` under ``directory`` whose writer is gone.
+
+    A process killed between creating its temporary and the rename (``kill -9``, a lost machine)
+    leaves ``.<name>.<pid>-<random>.tmp`` behind; a live writer's temporaries are kept.
+
+    Returns:
+        The files deleted.
+    """
+    removed: list[Path] = []
+    root = Path(directory)
+    if not root.is_dir():
+        return removed
+    for path in root.rglob(".*.tmp"):
+        match = _TEMP_NAME.match(path.name)
+        if match and path.is_file() and not pid_alive(int(match.group(1))):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:

@@ -10,17 +10,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        return True
-    return True
+from common.atomic import pid_alive
 
 
 def _siblings(dest: Path) -> list[tuple[Path, str, int | None]]:
@@ -66,7 +56,7 @@ def recover_dir(dest: Path, *, all_stale: bool = False) -> list[str]:
             os.replace(copy, dest)
             actions.append(f"restored {dest} from the complete copy {copy.name} (a save was interrupted)")
     for path, _, pid in _siblings(dest):
-        if all_stale or (pid is not None and not _pid_alive(pid)):
+        if all_stale or (pid is not None and not pid_alive(pid)):
             shutil.rmtree(path, ignore_errors=True)
             actions.append(f"removed stale temporary {path}")
     return actions

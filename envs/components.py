@@ -22,18 +22,10 @@ from modules.backends import BACKENDS, get_backend
 from modules.cache import CachedLLM, CallCache
 from modules.cache_pack import ImportReport, PackError, import_pack
 from modules.cache_stores import store_scheme
+from modules.llm_roles import STRATEGY_LLM_ROLES, merge_backend
 from modules.pipeline import build_pipeline
-from modules.pricing import CostModel
+from modules.pricing import CostModel, Price
 from modules.strategies import STRATEGIES
-
-#: The LLM roles each tiering strategy reads from ``llms`` (see modules/strategies/*): the
-#: implementation strategy's HIGH tiers, the reasoning strategy's one model, one model per
-#: tier for the capacity strategy. A strategy not listed gets one LLM under ``"default"``.
-STRATEGY_LLM_ROLES: dict[str, tuple[str, ...]] = {
-    "implementation": ("high",),
-    "reasoning": ("default",),
-    "capacity": ("low", "mid", "high"),
-}
 
 
 @dataclass
@@ -88,16 +80,6 @@ class EnvComponents:
             self.cache.close()
 
 
-def _merge(base: Mapping[str, Any], override: Mapping[str, Any] | None) -> dict[str, Any]:
-    if override and "name" in override and override["name"] != base.get("name"):
-        # Another backend shares no constructor options with the base one (a llama.cpp n_threads
-        # means nothing to an OpenAI-compatible endpoint): the override stands alone.
-        return copy.deepcopy(dict(override))
-    out = copy.deepcopy(dict(base))
-    out.update(copy.deepcopy(dict(override or {})))
-    return out
-
-
 class _BackendPool:
     """Build each distinct backend config once and wrap it in a CachedLLM."""
 
@@ -146,9 +128,10 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     if task_metric == "judge" and not env.judge.enabled:
         raise ConfigError("config reward.task_metric='judge' needs judge.enabled: true")
     try:
-        cost_model = CostModel(unit=env.cost.unit, params=env.cost.params)
-    except ValueError as exc:
-        raise ConfigError(f"config cost.unit: {exc}") from exc
+        prices = {name: Price(*map(float, pair)) for name, pair in env.cost.prices.items()}
+        cost_model = CostModel(unit=env.cost.unit, params=env.cost.params, prices=prices)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config cost.unit/cost.prices: {exc}") from exc
     cost_weight = env.cost.weight
 
     try:
@@ -170,22 +153,29 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     pool = _BackendPool(cache)
     llms: dict[str, Any] = {}
     for role in STRATEGY_LLM_ROLES.get(strategy, ("default",)):
-        llms[role] = pool.get(_merge(env.backend, env.llms.get(role)), f"llms.{role}")
-    answer_llm = pool.get(_merge(env.backend, env.answer.backend), "answer.backend")
+        llms[role] = pool.get(merge_backend(env.backend, env.llms.get(role)), f"llms.{role}")
+    answer_llm = pool.get(merge_backend(env.backend, env.answer.backend), "answer.backend")
     judge = None
 
-    answerer = AnswerGenerator(answer_llm, bench)
+    answerer = AnswerGenerator(answer_llm, bench, cost_model)
     if env.judge.enabled:
         try:
             protocol = get_protocol(env.judge.protocol)
         except KeyError as exc:
             raise ConfigError(f"config judge.protocol: {exc.args[0]}") from None
-        judge_llm = pool.get(_merge(env.backend, env.judge.backend), "judge.backend")
-        judge = Judge(judge_llm, protocol=protocol)
+        judge_llm = pool.get(merge_backend(env.backend, env.judge.backend), "judge.backend")
+        judge = Judge(judge_llm, protocol=protocol, cost_model=cost_model)
         llms_all = {**llms, "answer": answer_llm, "judge": judge_llm}
     else:
         llms_all = {**llms, "answer": answer_llm}
 
+    # Every LLM is priced by the configured cost model: an unpriceable one fails here, not at its first call.
+    for role, llm in llms_all.items():
+        try:
+            cost_model.check_model(llm.model_id)
+        except KeyError as exc:
+            where = {"answer": "answer.backend", "judge": "judge.backend"}.get(role, f"llms.{role}")
+            raise ConfigError(f"config {where}: {exc.args[0]}") from None
     try:
         pipeline = build_pipeline(strategy, llms, cost_model, encoder, cache=cache, **env.strategy.options)
     except KeyError as exc:

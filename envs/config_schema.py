@@ -53,6 +53,7 @@ class AnswerConfig:
 class JudgeConfig:
     """``judge``: the optional LLM judge."""
 
+    #: Judge every answer with an LLM (needed by ``reward.task_metric=judge``; the frontier reports it).
     enabled: bool = False
     #: Overrides merged onto ``backend``: a local model, or ``{name: openai, base_url: ..., model: ...}``.
     backend: dict[str, Any] = field(default_factory=dict)
@@ -110,6 +111,12 @@ class QuestionBankConfig:
     #: The split an env built by ``envs.factory.make_env`` reads when none is given.
     split: str = "train"
 
+    def __post_init__(self) -> None:
+        for name in ("limit", "max_samples"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"config question_bank.{name} must be > 0 or null (all), got {value}")
+
 
 @dataclass
 class AlphaConfig:
@@ -123,7 +130,9 @@ class AlphaConfig:
     window: int = 2000
     #: α of mode ``fixed``.
     value: float = 1.0
+    #: Smallest α an estimate may take.
     min: float = 0.01
+    #: Largest α an estimate may take.
     max: float = 100.0
     #: Smallest spread an estimate divides by.
     std_floor: float = 1e-5
@@ -134,8 +143,8 @@ class CostConfig:
 
     ``lambda`` is a Python keyword, so no class body can declare it; the field is added by name
     below and read as ``cost.weight`` (a :class:`common.cost_weight.CostWeight`). ``lambda`` and
-    ``lambdas`` keep the values as written (``cost.lambda=0`` names a run ``lam0``, the default 0.0
-    ``lam0.0``), so they are untyped here; ``CostWeight`` checks them, and the run-name resolver
+    ``lambdas`` keep the values as written (run names print them in their shortest form,
+    ``lam0``), so they are untyped here; ``CostWeight`` checks them, and the run-name resolver
     already does at composition.
     """
 
@@ -147,6 +156,7 @@ class CostConfig:
     window: int = 2000
     #: Percentiles of the window that map raw costs to [0, 1].
     low_pct: float = 5.0
+    #: The window's percentile that maps to 1 (``low_pct`` maps to 0).
     high_pct: float = 95.0
     #: Whether the router's cost includes the answer generation (it is always recorded).
     include_answer_cost: bool = False
@@ -154,6 +164,9 @@ class CostConfig:
     #: Parameter counts of models outside the registry, by model id (GFLOPs = 2·params·tokens), e.g.
     #: ``{Qwen/Qwen2.5-7B-Instruct: 7615616512}`` for a model served by vLLM from the Hugging Face hub.
     params: dict[str, int] = field(default_factory=dict)
+    #: $ per 1M input and output tokens of models outside the price table, by model id (``cost.unit=usd``),
+    #: e.g. ``{gpt-4o-mini: [0.15, 0.6]}`` for an answerer or judge behind an API.
+    prices: dict[str, list[float]] = field(default_factory=dict)
 
     def __init__(self, **values: Any) -> None:
         for f in dataclasses.fields(cast(Any, self)):  # a dataclass only after the decorator below
@@ -199,7 +212,7 @@ class EnvConfig:
     #: rest are the backend's constructor options (model, n_threads, ...).
     backend: dict[str, Any] = MISSING
     #: Per-role overrides merged onto ``backend``; roles: implementation {high}, reasoning {default},
-    #: capacity {low, mid, high} (envs.components.STRATEGY_LLM_ROLES).
+    #: capacity {low, mid, high} (modules.llm_roles.STRATEGY_LLM_ROLES).
     llms: dict[str, dict[str, Any]] = field(default_factory=dict)
     answer: AnswerConfig = field(default_factory=AnswerConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -261,6 +274,7 @@ ADDED_BY_SCHEMA = (
     "reward.lambda_scale",
     "actions.max_tier",
     "cost.params",
+    "cost.prices",
 )
 
 

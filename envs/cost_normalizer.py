@@ -26,7 +26,7 @@ def percentile_linear(values: np.ndarray, q: float) -> float:
 
 
 class CostNormalizer:
-    """Sliding-window sqrt + percentile normaliser of raw costs (see docs/design.md).
+    """Sliding-window sqrt + percentile normaliser of raw costs (see docs/design/envs.md).
 
     Args:
         window: Number of most recent raw costs kept (FIFO).

@@ -209,7 +209,7 @@ class ObservationBuilder:
     def scalar_features(
         module_index: int, n_modules: int, input_text: str, cost_so_far: float, cost_lambda: float
     ) -> dict[str, float]:
-        """Compute the default scalar features (definitions: docs/design.md)."""
+        """Compute the default scalar features (definitions: docs/design/envs.md)."""
         return {
             "position": module_index / max(1, n_modules - 1),
             "input_len": math.log1p(len(input_text.split())) / _INPUT_LEN_REF,

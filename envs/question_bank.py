@@ -199,7 +199,7 @@ def build_question_bank(
             :class:`memory.MemoryConfig` (the same capacities for every history), or None
             (the memory builder's default).
         k: Evidence chunks retrieved per question.
-        limit: Maximum number of questions (None = all; order: docs/design.md).
+        limit: Maximum number of questions (None = all; order: docs/design/envs.md).
         seed: Seed of the question selection order.
         max_samples: Use only the first ``max_samples`` samples of the split.
         benchmark_opts: Extra loader options passed to ``get_benchmark``.
@@ -282,9 +282,11 @@ def _build(
 
     samples = bench.load(split)
     picked = select_questions(samples, limit=limit, seed=seed, max_samples=max_samples)
-    if not picked:
-        raise ValueError(
-            f"question bank for {benchmark}/{split} is empty (limit={limit}, max_samples={max_samples})"
+    if not picked:  # a data or config matter, found before any run directory is written
+        raise ConfigError(
+            f"config: the {split!r} split of benchmark {benchmark!r} has no questions with these settings "
+            f"(limit={limit}, question_bank.max_samples={max_samples}); check the data's splits and "
+            "benchmark.options"
         )
     by_sample: dict[str, list[int]] = {}
     for i, (sample, _) in enumerate(picked):

@@ -36,7 +36,7 @@ class CostAlignment:
 
     Args:
         config: The ``cost.alpha`` section (:class:`envs.config_schema.AlphaConfig`): the mode
-            (``"frozen"``, ``"window"`` or ``"fixed"``, see docs/design.md), the FIFO window of
+            (``"frozen"``, ``"window"`` or ``"fixed"``, see docs/design/envs.md), the FIFO window of
             ``(r_task, r_cost)`` pairs, the warm-up after which a frozen α stops moving, the α of
             mode fixed (also used before ``min_history``), the floor of both standard deviations
             and α's clip range. Default: the schema's defaults.
@@ -134,7 +134,7 @@ class RewardShaper:
             constant per λ leaves each λ's best policy unchanged; what it changes is the batch:
             without it a λ-conditioned run over λ ∈ {0, …, 10} has λ = 10 episodes whose cost
             term spreads ~10× wider than any λ = 0 reward, and PPO's advantage normalisation over
-            the batch turns the λ = 0 task signal into noise (RESULTS.md, run 4). :meth:`evaluate`
+            the batch turns the λ = 0 task signal into noise (docs/results/locomo.md, run 4). :meth:`evaluate`
             stays unscaled, the objective as written.
 
     Raises:

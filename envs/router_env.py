@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,9 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         self._episode: Episode | None = None
         self._item_index = -1
         self.episodes_done = 0
+        #: The state before the current episode's reset, its reset options and the actions taken
+        #: since: a resumed run restores the state and replays these to continue exactly here.
+        self._resume_point: dict[str, Any] | None = None
         self._reseed(seed)
 
     # ------------------------------------------------------------------ question order
@@ -99,6 +103,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         if seed is not None:
             self._reseed(seed)
         options = options or {}
+        self._resume_point = {"state": self.state_dict(), "options": jsonable(options), "actions": []}
         if "index" in options:
             idx = int(options["index"])
             if not 0 <= idx < len(self.items):
@@ -124,6 +129,8 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         if ep is None or ep.done:
             raise RuntimeError("MemoryRouterEnv.step() called without an active episode: call reset() first")
         tier = self._tier(action)
+        if self._resume_point is not None:
+            self._resume_point["actions"].append(int(tier))
         out = ep.step(tier)
         info: dict[str, Any] = {
             "module": str(out.module),
@@ -175,6 +182,14 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
             "n_items": len(self.items),
         }
 
+    def resume_point(self) -> dict[str, Any] | None:
+        """Where the current episode started and what was done since (None before the first reset).
+
+        ``state`` is :meth:`state_dict` just before the episode's ``reset``, so restoring it and
+        resetting draws the same question and λ again; ``actions`` are the tiers taken since.
+        """
+        return copy.deepcopy(self._resume_point)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` output (the bank must have the same size).
 
@@ -202,7 +217,7 @@ def _with_reward(record: EpisodeRecord, reward: float) -> EpisodeRecord:
 
 
 def terminal_info(record: EpisodeRecord, terms: dict[str, float], raw_cost: float) -> dict[str, Any]:
-    """The terminal-step ``info`` entries (documented in docs/design.md)."""
+    """The terminal-step ``info`` entries (documented in docs/design/envs.md)."""
     return {
         "question_id": record.question_id,
         "category": record.category,

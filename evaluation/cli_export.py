@@ -3,7 +3,7 @@
 Examples::
 
     python evaluate.py export records runs/frontier/custom-test --out exports/records        # Arrow dir
-    python evaluate.py export records runs/locomo__implementation__lam0.0__s0 --out v.parquet --format parquet
+    python evaluate.py export records runs/locomo__implementation__lam0__s0 --out v.parquet --format parquet
     python evaluate.py export bank .cache/question_bank --out exports/banks
     python evaluate.py export frontier runs/frontier/custom-test/frontier.json --out exports/frontier
 """

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.registry import get_benchmark
-from common.atomic import atomic_write_json
+from common.atomic import atomic_write_json, remove_stale_temporaries
 from common.datadir import PROJECT_ROOT
 from common.provenance import data_checksums, run_metadata
 from envs.components import make_components
@@ -244,6 +244,9 @@ def run_with(
     expected = load_expected(args.expect) if args.expect else None
     checksums = _data_checksums(cfg, bench)
     fp = record_fingerprint(cfg, checksums)
+    # A run killed mid-write (kill -9) left its temporary record files: remove those of dead writers.
+    for path in remove_stale_temporaries(out / "records"):
+        print(f"removed the stale temporary {path} (its writer is gone)")
     qids = [str(it.question.question_id) for it in items]
     if len(set(qids)) != len(qids):
         raise ValueError(f"question bank of {bench}/{args.split} has duplicate question ids")

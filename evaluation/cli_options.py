@@ -62,6 +62,8 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
         key, eq, raw = pair.partition("=")
         if not eq or not key.strip():
             raise SystemExit(f"--option {pair!r}: expected KEY=VALUE")
+        if key.strip() == "data_dir":  # not a loader option: every command has its own flag for it
+            raise SystemExit(f"--option {pair!r}: the data directory is --data-dir {raw}, not an --option")
         try:
             out[key.strip()] = yaml.safe_load(raw) if raw else None
         except yaml.YAMLError as exc:

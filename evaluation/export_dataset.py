@@ -66,7 +66,7 @@ def _files(inputs: Sequence[str | os.PathLike[str]], patterns: tuple[str, ...]) 
 
 
 def record_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """Flattened episode records with a ``source`` column (see docs/design.md)."""
+    """Flattened episode records with a ``source`` column (see docs/design/evaluation.md)."""
     rows: list[dict[str, Any]] = []
     for path, name in _files(inputs, ("*.jsonl", "validation_records*.json")):
         rows.extend({"source": name, **flatten(r)} for r in _read_json_rows(path))

@@ -87,7 +87,7 @@ class FrontierScore:
     """Summary numbers of one family's step curve over the baselines' cost range.
 
     Attributes:
-        auc: Normalised area under the step curve (see docs/design.md).
+        auc: Normalised area under the step curve (see docs/design/evaluation.md).
         step_pgr: Mean performance-gap recovered by the step curve; the low-high line scores 0.5.
         gain_over_line: ``step_pgr - 0.5``.
         c_lo: Cost of the cheapest baseline.

@@ -79,14 +79,14 @@ def resolve_config(args: argparse.Namespace, router_configs: list[dict[str, Any]
         cfg = copy.deepcopy(router_configs[0])
     else:
         cfg = compose_default_config()
-    cfg = apply_overrides(cfg, list(args.set))
     named = cfg.get("benchmark")
     current = named if isinstance(named, str) else (named or {}).get("name")
     if args.benchmark and current != args.benchmark:
         # Evaluating on another benchmark than the routers were trained on (transfer) is allowed.
         group = CONFIG_DIR / "benchmark" / f"{args.benchmark}.yaml"
         cfg["benchmark"] = _load_yaml(group) if group.is_file() else {"name": args.benchmark, "options": {}}
-    return cfg
+    # --set after --benchmark: `--benchmark hotpotqa --set benchmark.options.file=X` keeps the file.
+    return apply_overrides(cfg, list(args.set))
 
 
 def script_config(

@@ -57,6 +57,9 @@ def _record_config(cfg: Mapping[str, Any]) -> dict[str, Any]:
     params = (cfg.get("cost") or {}).get("params")
     if params:  # declared parameter counts price the calls; absent (the default), old fingerprints hold
         ident["cost_params"] = dict(sorted(params.items()))
+    prices = (cfg.get("cost") or {}).get("prices")
+    if prices:  # so do declared $ prices
+        ident["cost_prices"] = dict(sorted(prices.items()))
     return ident
 
 

@@ -110,8 +110,7 @@ def router_systems(
     for path in paths:
         router = Router.load(path)
         meta = dict(router.metadata)
-        # train.py records the resolved config in the export's provenance.
-        cfg = dict(meta.get("config") or (meta.get("provenance") or {}).get("config") or {})
+        cfg = router.config
         seed = meta.get("seed", cfg.get("seed"))
         sha = _checkpoint_sha(path)
         label = labels.get(path)

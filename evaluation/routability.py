@@ -1,6 +1,6 @@
 """Routability: could *any* router that sees the question beat the best fixed path on these records?
 
-A trained router that ends at a fixed tier path (RESULTS.md, issue #14) has two possible causes: the
+A trained router that ends at a fixed tier path (docs/results/locomo.md) has two possible causes: the
 per-question best path is not predictable from what the router sees (no signal), or it is and the
 training did not find it (an optimisation or exploration shortfall). The frontier's oracle only says
 how much a clairvoyant choice would gain. This module measures the middle ground from records that

@@ -82,7 +82,7 @@ def _segment_area(curve: Sequence[tuple[float, float]], lo: float, hi: float) ->
 
 
 def apgr(points: Sequence[tuple[float, float]], ends: Ends) -> float:
-    """RouteLLM's average performance gap recovered (see docs/design.md); NaN if undefined."""
+    """RouteLLM's average performance gap recovered (see docs/design/evaluation.md); NaN if undefined."""
     curve = pgr_curve(points, ends)
     return _segment_area(curve, 0.0, 1.0) if curve else math.nan
 
@@ -137,7 +137,7 @@ def nondecreasing_hull(points: Sequence[tuple[float, float]]) -> list[tuple[floa
 
 
 def aiq(points: Sequence[tuple[float, float]], floor: tuple[float, float], c_lo: float, c_hi: float) -> float:
-    """RouterBench's AIQ of a family over ``[c_lo, c_hi]`` (see docs/design.md).
+    """RouterBench's AIQ of a family over ``[c_lo, c_hi]`` (see docs/design/evaluation.md).
 
     Args:
         points: ``(cost, quality)`` of the family's members.

@@ -54,7 +54,7 @@ def calibrate_gate_threshold(
     quantile: float = 0.05,
     source: str = "custom",
 ) -> Calibration:
-    """Compute a gate threshold for ``encoder`` (method: docs/design.md).
+    """Compute a gate threshold for ``encoder`` (method: docs/design/memory.md).
 
     Args:
         encoder: The encoder the memory will use.

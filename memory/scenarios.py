@@ -67,7 +67,7 @@ class BenchmarkData:
 
 
 def generate_synthetic(n: int, seed: int) -> BenchmarkData:
-    """Generate the synthetic stream of ``n`` facts (see docs/design.md).
+    """Generate the synthetic stream of ``n`` facts (see docs/design/memory.md).
 
     Raises:
         ValueError: If ``n`` < 1.

@@ -6,11 +6,20 @@ import hashlib
 import json
 import os
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from typing import Any, Protocol
 
+from common.redact import redact_text
 from modules.backends.base import GenerationRequest, GenerationResult, LLMBackend
+from modules.backends.result_check import (
+    STORED_FIELDS,
+    InvalidResult,
+    as_failure,
+    check_result,
+    result_from_stored,
+)
 from modules.cache_stores import CacheStore, open_store, store_scheme
 
 CODE_VERSION = "llm-call-v1"
@@ -43,7 +52,8 @@ class CallCache:
             kwargs = {"busy_timeout_s": busy_timeout_s} if store_scheme(path) == "sqlite" else {}
             store = open_store(path, **kwargs)
         self.store = store
-        self.path = str(store.url if path == ":memory:" and store.url else os.fspath(path))
+        # For messages only: a store URL's credentials (redis://:PW@host) never reach a log line.
+        self.path = redact_text(str(store.url if path == ":memory:" and store.url else os.fspath(path)))
         self._count_lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -117,7 +127,6 @@ def call_key(
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-_STORED_FIELDS = ("text", "tokens_in", "tokens_out", "latency_s", "model_id", "finish_reason", "truncated")
 
 
 class CachedLLM:
@@ -131,6 +140,8 @@ class CachedLLM:
     def __init__(self, backend: LLMBackend, cache: CallCache | None = None) -> None:
         self.backend = backend
         self.cache = cache
+        #: Keys of cache rows that failed the result check (each reported once, then recomputed).
+        self.invalid_rows: set[str] = set()
         # Asked once: an engine may hash its weights file to answer.
         self.numerics = backend.numerics()
 
@@ -154,9 +165,11 @@ class CachedLLM:
         """Answer ``requests`` from the cache where possible; send the misses as one batch.
 
         Duplicate requests inside one batch are computed once. Failed calls are returned
-        but not stored, so a later run retries them. Inside a batching scheduler's worker
-        thread (see :mod:`scale.batching`) the requests wait there and go to the backend
-        together with the other episodes' calls.
+        but not stored, so a later run retries them. Every result passes
+        :func:`modules.backends.result_check.check_result` on the way in: a malformed backend
+        result becomes a counted failure, a malformed cache row a miss (reported once, with its
+        key). Inside a batching scheduler's worker thread (see :mod:`scale.batching`) the
+        requests wait there and go to the backend together with the other episodes' calls.
 
         Args:
             requests: The generation requests.
@@ -193,10 +206,12 @@ class CachedLLM:
         tags_by_key = {key: tags for key, (_, tags) in zip(keys, items, strict=True)}
         for key, stored in zip(unique, self.cache.get_many(unique), strict=True):
             if stored is not None:
-                fields = {f: stored[f] for f in _STORED_FIELDS if f in stored}
-                results[key] = GenerationResult(**fields, cached=True)
-            else:
-                todo[key] = by_key[key]
+                try:
+                    results[key] = result_from_stored(stored)
+                    continue
+                except InvalidResult as exc:
+                    self._report_invalid_row(key, exc)
+            todo[key] = by_key[key]
         if todo:
             fresh = self.backend.generate(list(todo.values()))
             if len(fresh) != len(todo):
@@ -206,12 +221,16 @@ class CachedLLM:
                 )
             good: list[tuple[str, dict[str, Any]]] = []
             for key, result in zip(todo, fresh, strict=True):
+                try:
+                    result = check_result(result)
+                except InvalidResult as exc:
+                    result = as_failure(result, f"{type(self.backend).__name__}: {exc}")
                 results[key] = result
                 if result.ok:
                     stored = asdict(result)
                     # The tags ride along (not read back, not part of the result) so that a cache
                     # can be broken down by module afterwards, e.g. a sweep's calls per trial.
-                    value = {f: stored[f] for f in _STORED_FIELDS} | {"tags": dict(tags_by_key[key])}
+                    value = {f: stored[f] for f in STORED_FIELDS} | {"tags": dict(tags_by_key[key])}
                     if self.numerics is not None:  # which engine wrote it, for `cache_pack inspect`
                         value["numerics"] = dict(self.numerics)
                     good.append((key, value))
@@ -225,6 +244,18 @@ class CachedLLM:
             out.append(replace(res, cached=True) if key in seen and not res.cached and res.ok else res)
             seen.add(key)
         return out
+
+
+    def _report_invalid_row(self, key: str, exc: InvalidResult) -> None:
+        if key in self.invalid_rows:
+            return
+        self.invalid_rows.add(key)
+        where = self.cache.path if self.cache is not None else "?"
+        warnings.warn(
+            f"call cache {where}: entry {key} is not a valid call result ({exc}); it is computed again "
+            "and the new result replaces it",
+            stacklevel=4,
+        )
 
 
 class Batcher(Protocol):

@@ -16,6 +16,7 @@ from typing import Any
 
 from common.atomic import atomic_write_bytes
 from common.provenance import git_commit
+from modules.backends.result_check import InvalidResult, check_stored
 
 FORMAT = "budget-router-call-pack"
 FORMAT_VERSION = 1
@@ -309,17 +310,25 @@ def import_pack(pack_path: str | Path, cache: Any, *, allow_version_mismatch: bo
             "its calls may not be what this code would compute. Nothing imported; pass "
             "--allow-version-mismatch (allow_version_mismatch=True) to import it anyway."
         )
+    for key, value in pack.entries:
+        try:
+            check_stored(value)
+        except InvalidResult as exc:
+            raise PackError(
+                f"call pack {pack.path}: entry {key} is not a valid cached result ({exc}); nothing imported"
+            ) from None
     store = cache.store
-    existing = store.get_many([k for k, _ in pack.entries]) if pack.entries else []
-    new, present, conflicts = [], 0, []
-    for (key, value), old in zip(pack.entries, existing, strict=True):
-        if old is None:
-            new.append((key, value))
-        elif old == value:
+    # Insert-if-absent in one transaction (SQLite) / one MULTI (Redis): a value another writer stores
+    # meanwhile is kept and counted below, never overwritten.
+    stored = set(store.put_new_many(pack.entries))
+    rest = [(k, v) for k, v in pack.entries if k not in stored]
+    present, conflicts = 0, []
+    for (key, value), old in zip(rest, store.get_many([k for k, _ in rest]) if rest else [], strict=True):
+        if old == value:
             present += 1
         else:
             conflicts.append(key)
-    store.put_many(new)  # one transaction (SQLite) / one pipeline (Redis)
+    new = [k for k, _ in pack.entries if k in stored]
     bases = [str(b.get("file")) for b in pack.manifest.get("base_packs") or []]
     return ImportReport(pack.path, len(pack.entries), len(new), present, conflicts, mismatch, bases)
 

@@ -15,6 +15,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -89,14 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{rep.path.stat().st_size / 1e6:.2f} MB, payload sha256 {m['payload_sha256']}"
             )
         elif args.command == "import":
-            from modules.cache import CallCache
-
-            with CallCache(args.cache) as cache:
-                # Each pack is verified before anything of it is written; a bad one stops the rest.
-                names = {Path(p).name for p in args.packs}
-                for pack_path in args.packs:
-                    rep_i = import_pack(pack_path, cache, allow_version_mismatch=args.allow_version_mismatch)
-                    print(rep_i.line(imported_with=names))
+            return _import(args)
         else:
             pack = read_pack(args.pack)
             m = pack.manifest
@@ -112,6 +106,42 @@ def main(argv: list[str] | None = None) -> int:
             print("  by module tag: " + ", ".join(f"{k} {n}" for k, n in modules.most_common()))
     except PackError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # `inspect PACK | head`: the reader left; nothing is wrong with the pack
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    """``import``: verify each pack, merge it; a cache file this command created is removed on failure."""
+    from modules.cache import CallCache
+    from modules.cache_stores import CacheStoreError, store_scheme
+
+    target = Path(args.cache)
+    local = store_scheme(args.cache) == "sqlite" and args.cache != ":memory:"
+    if local and target.is_dir():
+        print(
+            f"error: --cache {target} is a directory; give the cache file, "
+            f"e.g. {target / 'llm_calls.sqlite'}",
+            file=sys.stderr,
+        )
+        return 1
+    created = local and not target.exists()
+    try:
+        with CallCache(args.cache) as cache:
+            # Each pack is verified before anything of it is written; a bad one stops the rest.
+            names = {Path(p).name for p in args.packs}
+            for pack_path in args.packs:
+                rep_i = import_pack(pack_path, cache, allow_version_mismatch=args.allow_version_mismatch)
+                print(rep_i.line(imported_with=names))
+    except (PackError, CacheStoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if created:
+            with CallCache(args.cache) as cache:
+                empty = len(cache) == 0
+            if empty:  # nothing of ours is in it: leave no empty cache behind
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{target}{suffix}").unlink(missing_ok=True)
         return 1
     return 0
 

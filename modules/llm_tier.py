@@ -173,7 +173,7 @@ class LLMTier:
         return replace(out, value=value, text=output_text(self.module, value), cost=out.cost + below.cost)
 
     def _run(self, inp: ModuleInput) -> ModuleOutput:
-        """The LLM's own output (failure contract: docs/design.md)."""
+        """The LLM's own output (failure contract: docs/design/modules.md)."""
         style = self.config.style
         try:
             built = build_prompt(

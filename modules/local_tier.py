@@ -6,10 +6,12 @@ import hashlib
 import json
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from modules.backends.result_check import InvalidResult, check_local_output
 from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, ModuleValue
 from modules.cache import CallCache
 from modules.pricing import CostModel
@@ -116,7 +118,16 @@ class LocalTier:
         if stored is None and self.cache is not None:
             stored = self.cache.get(key)
             if stored is not None:
-                LRU.put(key, stored)
+                try:
+                    check_local_output(stored)
+                    LRU.put(key, stored)
+                except InvalidResult as exc:
+                    warnings.warn(
+                        f"call cache {self.cache.path}: entry {key} is not a valid {self.module} "
+                        f"{self.tier.name} output ({exc}); it is computed again and replaced",
+                        stacklevel=2,
+                    )
+                    stored = None
         cached = stored is not None
         if stored is None:
             t0 = time.perf_counter()

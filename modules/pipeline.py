@@ -69,7 +69,7 @@ class PipelineResult:
 
 
 class PipelineRun:
-    """One query going through the pipeline, one module at a time (see docs/design.md)."""
+    """One query going through the pipeline, one module at a time (see docs/design/modules.md)."""
 
     def __init__(
         self, pipeline: Pipeline, query: str, evidence: Sequence[Evidence], question_date: str | None = None

@@ -40,7 +40,7 @@ USD_PRICES: dict[str, Price] = {
     "llama-3.3-70b": Price(0.88, 0.88),
     "gpt-oss-120b": Price(0.15, 0.60),
     "qwen3-next-80b-a3b": Price(0.15, 1.50),
-    # Local models, pro rata by parameter count (see docs/design.md).
+    # Local models, pro rata by parameter count (see docs/design/modules.md).
     **{key: _pro_rata(spec.n_params) for key, spec in MODELS.items()},
     "fake-llm": _pro_rata(FAKE_PARAMS),
 }
@@ -89,6 +89,14 @@ class CostModel:
         self.params = {canonical_model_name(k): v for k, v in {**MODEL_PARAMS, **(params or {})}.items()}
         self.usd_per_gflop = usd_per_gflop
 
+    def check_model(self, model_id: str) -> None:
+        """Fail now, not at the first call, when ``model_id`` cannot be priced in this unit.
+
+        Raises:
+            KeyError: Naming the model, the unit and how to declare it.
+        """
+        self.call_value(model_id, 0, 0)
+
     def call_value(self, model_id: str, tokens_in: int, tokens_out: int) -> float:
         """Cost of ``tokens_in`` prompt and ``tokens_out`` generated tokens of ``model_id``.
 
@@ -99,14 +107,15 @@ class CostModel:
         if self.unit == "gflops":
             if name not in self.params:
                 raise KeyError(
-                    f"no parameter count for model {model_id!r} (cost unit gflops); "
-                    f"known: {sorted(self.params)}. Pass params={{...}} to CostModel."
+                    f"no parameter count for model {model_id!r} (cost unit gflops): declare it with "
+                    f"cost.params={{{model_id}: N}}, or price calls in $ with cost.unit=usd; "
+                    f"known: {sorted(self.params)}"
                 )
             return 2.0 * self.params[name] * (tokens_in + tokens_out) / 1e9
         if name not in self.prices:
             raise KeyError(
-                f"no USD price for model {model_id!r}; known: {sorted(self.prices)}. "
-                "Pass prices={...} to CostModel."
+                f"no USD price for model {model_id!r}: declare it with cost.prices={{{model_id}: "
+                f"[input $ per 1M tokens, output $ per 1M tokens]}}; known: {sorted(self.prices)}"
             )
         price = self.prices[name]
         return (tokens_in * price.input_per_m + tokens_out * price.output_per_m) / 1e6

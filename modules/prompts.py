@@ -245,7 +245,7 @@ def build_prompt(
     max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
     keep_evidence: bool = False,
 ) -> BuiltPrompt:
-    """Build the request for ``module`` in ``style``, truncating evidence to fit (docs/design.md).
+    """Build the request for ``module`` in ``style``, truncating evidence to fit (docs/design/modules.md).
 
     Raises:
         PromptTooLong: Even with no evidence the prompt exceeds the budget.

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from common.cost_weight import CostWeight
+from modules.llm_roles import tier_meaning_differences
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
 
@@ -33,6 +34,10 @@ METADATA_FILE = "metadata.json"
 
 class RouterLoadError(ValueError):
     """A router checkpoint is missing, corrupt, or from an incompatible format version."""
+
+
+class RouterMismatchError(ValueError):
+    """A router given components it was not trained for; the message names what differs."""
 
 
 def _read_checkpoint(path: Path) -> tuple[bytes, bytes]:
@@ -96,6 +101,16 @@ class Router:
         self.layout = actor.config.layout
         self.cost_weight = CostWeight.from_metadata(self.metadata)
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """The resolved config of the run that trained this router (``{}`` for a bare export).
+
+        ``envs.components.make_components(router.config)`` rebuilds the pipeline, encoder and
+        observations the router was trained on.
+        """
+        config = self.metadata.get("config") or (self.metadata.get("provenance") or {}).get("config") or {}
+        return dict(config)
+
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Router:
         """Load a checkpoint directory (or a zip of one) written by ``policies.export.export_router``.
@@ -117,7 +132,14 @@ class Router:
                 f"{p}/{METADATA_FILE} holds a JSON {type(meta).__name__}, not the metadata object "
                 "policies.export writes; re-export the router"
             )
-        if meta.get("format") != FORMAT or int(meta.get("format_version", -1)) > FORMAT_VERSION:
+        try:
+            version = int(meta.get("format_version", -1))
+        except (TypeError, ValueError):
+            raise RouterLoadError(
+                f"{p}/{METADATA_FILE} has format_version {meta.get('format_version')!r}, not a number; "
+                "re-export the router"
+            ) from None
+        if meta.get("format") != FORMAT or version > FORMAT_VERSION:
             raise RouterLoadError(
                 f"{p}: unsupported checkpoint format {meta.get('format')!r} v{meta.get('format_version')} "
                 f"(this code reads {FORMAT!r} up to v{FORMAT_VERSION})"
@@ -129,7 +151,7 @@ class Router:
             )
         try:
             config = NetworkConfig.from_dict(meta["network"])
-        except (KeyError, ValueError) as exc:
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise RouterLoadError(f"{p}: bad network config in metadata: {exc}") from exc
         actor = RouterActor(config)
         state = torch.load(io.BytesIO(weight_bytes), map_location="cpu", weights_only=True)
@@ -180,20 +202,35 @@ class Router:
     # ---------------------------------------------------------------------------------------
 
     def check_components(self, components: EnvComponents) -> None:
-        """Refuse components whose observation layout or encoder differ from the checkpoint's.
+        """Refuse components the router was not trained for.
+
+        Checked: the observation layout, the encoder, and what the tiers stand for
+        (:func:`envs.components.tier_meaning`: the strategy, its options, the model of each LLM
+        role), compared with the config the router recorded; a bare export without one is checked
+        on the first two only.
 
         Raises:
-            ValueError: Naming the mismatching field.
+            RouterMismatchError: Naming every key that differs, trained and given values.
         """
         saved = self.metadata.get("observation_spec")
         spec = components.obs_builder.spec
         if saved is not None and dict(spec.to_dict()) != dict(saved):
-            raise ValueError(f"components' observation spec {spec.to_dict()} != router's {saved}")
+            raise RouterMismatchError(f"components' observation spec {spec.to_dict()} != router's {saved}")
         enc = self.metadata.get("encoder")
         if enc is not None and getattr(components.encoder, "name", enc) != enc:
-            raise ValueError(
+            raise RouterMismatchError(
                 f"components use encoder {components.encoder.name!r}, the router was trained with {enc!r}"
             )
+        given = getattr(components, "config", None)
+        if self.config and given:
+            diffs = tier_meaning_differences(self.config, given)
+            if diffs:
+                raise RouterMismatchError(
+                    f"router {self.metadata.get('run_name', '?')} was trained on another pipeline: "
+                    + "; ".join(diffs)
+                    + ". Its tier choices mean other computations here: evaluate it with the config it "
+                    "recorded (drop --config/--set for these keys) or train a router for this pipeline"
+                )
 
     def route(
         self,

@@ -15,7 +15,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from modules.cache_stores.base import CacheStore, CacheStoreError
+from common.redact import redact_text
+from modules.cache_stores.base import CacheStore, CacheStoreError, decode_value
 
 #: Default hash that holds the entries (one per project/code version if you like).
 DEFAULT_NAMESPACE = "budget_router:llm_calls"
@@ -44,7 +45,7 @@ class RedisStore(CacheStore):
         retries: int = 5,
         client: Any = None,
     ) -> None:
-        self.url = url
+        self.url = redact_text(url)  # what messages and provenance show; the client keeps the real one
         self.namespace = namespace
         if client is None:
             try:
@@ -79,13 +80,28 @@ class RedisStore(CacheStore):
         if not keys:
             return []
         raw = self._call("HMGET", self._client.hmget, self.namespace, list(keys))
-        return [None if v is None else json.loads(v) for v in raw]
+        return [None if v is None else decode_value(self.url, k, v) for k, v in zip(keys, raw, strict=True)]
 
     def put_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store all pairs in one ``HSET`` (atomic on the server)."""
         mapping = {k: json.dumps(dict(v), sort_keys=True, ensure_ascii=False) for k, v in items}
         if mapping:
             self._call("HSET", self._client.hset, self.namespace, None, None, mapping)
+
+    def put_new_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+        """``HSETNX`` each pair in one transaction (MULTI/EXEC); returns the keys that were absent."""
+        pairs = [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False)) for k, v in items]
+        if not pairs:
+            return []
+
+        def run() -> list[Any]:
+            pipe = self._client.pipeline(transaction=True)
+            for key, value in pairs:
+                pipe.hsetnx(self.namespace, key, value)
+            return list(pipe.execute())
+
+        flags = self._call("HSETNX", run)
+        return [key for (key, _), flag in zip(pairs, flags, strict=True) if int(flag) == 1]
 
     def __len__(self) -> int:
         return int(self._call("HLEN", self._client.hlen, self.namespace))

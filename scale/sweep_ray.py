@@ -33,22 +33,75 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from common.atomic import atomic_write_text
 from common.atomic_dir import recoverable_copy
 from common.datadir import PROJECT_ROOT
+from common.redact import redact_argv, redact_text
 from policies.training.config import load_config
 from policies.training.rundir import TRIAL_PID_FILE
-from policies.training.sweep import COLUMNS, render_csv, summary_row
+from policies.training.sweep import COLUMNS, LAUNCH_ENV, SWEEP_ENV, render_csv, summary_row
 
 #: File in a trial's run dir holding the id of the process running it (for operators and tests).
 PID_FILE = TRIAL_PID_FILE
 
+if TYPE_CHECKING:  # the training loop (torch, SB3) is imported in the trials, not by the driver
+    from policies.training.loop import Reporter
+
 TrainFn = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+#: Prefix of the placeholder that stands for a secret-bearing override in what Ray Tune stores.
+SECRET_REF = "@env:"
+_SECRET_VAR = "BUDGET_ROUTER_SWEEP_OVERRIDE_{}"
+
+
+def hide_secret_overrides(overrides: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """Overrides whose text holds a secret (a key, URL credentials) replaced by environment references.
+
+    Ray Tune writes a sweep's ``param_space`` into its state files (the experiment state, every
+    trial's ``params.json``); a Redis password in ``cache.path=redis://:PW@host`` would land there
+    in clear. The trials read the override back from the environment they inherit from the driver
+    (:func:`reveal_secret_overrides`).
+
+    Returns:
+        ``(overrides for Tune, {variable: override})``.
+    """
+    public, env = [], {}
+    for i, text in enumerate(overrides):
+        if redact_text(text) != text:
+            name = _SECRET_VAR.format(i)
+            env[name] = text
+            public.append(SECRET_REF + name)
+        else:
+            public.append(text)
+    return public, env
+
+
+def reveal_secret_overrides(overrides: Sequence[str]) -> list[str]:
+    """The overrides :func:`hide_secret_overrides` replaced, read back from the environment.
+
+    Raises:
+        KeyError: A referenced variable is not set (a worker that did not inherit the driver's
+            environment: on a cluster, give secrets to the nodes, e.g. ``cache.path='${oc.env:REDIS_URL}'``).
+    """
+    out = []
+    for text in overrides:
+        if text.startswith(SECRET_REF):
+            name = text[len(SECRET_REF) :]
+            if name not in os.environ:
+                raise KeyError(
+                    f"{name} is not set in this Ray worker: on a cluster, give secrets to every node's "
+                    "environment and reference them in the override, e.g. cache.path='${oc.env:REDIS_URL}'"
+                )
+            out.append(os.environ[name])
+        else:
+            out.append(text)
+    return out
 
 
 def trial_overrides(overrides: Sequence[str], lam: float, seed: int, runs_dir: Path) -> list[str]:
@@ -78,18 +131,24 @@ def finished_result(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text())
 
 
-def _default_train(cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _default_train(cfg: Mapping[str, Any], report: Reporter | None = None) -> dict[str, Any]:
     from policies.training.loop import train
 
-    return train(cfg)
+    return train(cfg, report=report)
 
 
 def run_trial(
-    overrides: Sequence[str], lam: float, seed: int, runs_dir: Path, train_fn: TrainFn | None = None
+    overrides: Sequence[str],
+    lam: float,
+    seed: int,
+    runs_dir: Path,
+    train_fn: TrainFn | None = None,
+    report: Reporter | None = None,
 ) -> dict[str, Any]:
     """Run (or, if finished, just read) one trial; returns ``train``'s result dict.
 
-    Also usable without Ray (the sequential fallback and tests).
+    Also usable without Ray (the sequential fallback and tests). ``report`` receives every
+    validation with its checkpoint (the real training only; a ``train_fn`` stand-in gets none).
     """
     cfg = trial_config(overrides, lam, seed, runs_dir)
     run_dir = Path(cfg["run_dir"])
@@ -98,7 +157,7 @@ def run_trial(
         return {**done, "skipped": True}
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run_dir / PID_FILE, f"{os.getpid()}\n")
-    result = (train_fn or _default_train)(cfg)
+    result = train_fn(cfg) if train_fn is not None else _default_train(cfg, report)
     return {**result, "skipped": False}
 
 
@@ -109,18 +168,36 @@ def _tune_trainable(train_fn: TrainFn | None) -> Callable[[dict[str, Any]], None
         from ray import tune
 
         os.environ.setdefault("OMP_NUM_THREADS", "1")
-        result = run_trial(
-            config["overrides"], config["lambda"], config["seed"], Path(config["runs_dir"]), train_fn
-        )
+        os.environ[SWEEP_ENV] = str(config.get("sweep") or "ray-sweep")  # the wandb group and tag of its runs
+        if config.get("command"):  # what wandb records as the run's command: the sweep's, not the worker's
+            os.environ[LAUNCH_ENV] = json.dumps(config["command"])
+        overrides = reveal_secret_overrides(config["overrides"])
+
+        def report(metrics: dict[str, float], checkpoint_dir: Path) -> None:
+            # Every validation reaches Tune with the checkpoint it followed: schedulers (ASHA) stop
+            # hopeless trials on it, and Tune keeps the checkpoint in the sweep's storage.
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(checkpoint_dir)))
+
+        runs_dir = Path(config["runs_dir"])
+        result = run_trial(overrides, config["lambda"], config["seed"], runs_dir, train_fn, report)
         metrics = {k: v for k, v in summary_row(result).items() if isinstance(v, (int, float))}
-        tune.report({**metrics, "skipped": int(bool(result.get("skipped"))), "run_dir": result["run_dir"]})
+        best = result.get("best_score")
+        final = {"score": float(best)} if isinstance(best, int | float) else {}
+        tune.report(
+            {**metrics, **final, "skipped": int(bool(result.get("skipped"))), "run_dir": result["run_dir"]}
+        )
 
     return trainable
 
 
 def _write_summary(
-    path: Path, grid: Sequence[tuple[float, int]], overrides: Sequence[str], runs_dir: Path
+    path: Path,
+    grid: Sequence[tuple[float, int]],
+    overrides: Sequence[str],
+    runs_dir: Path,
+    notes: Mapping[tuple[float, int], str] | None = None,
 ) -> list[dict[str, Any]]:
+    """Rewrite ``sweep.csv``: one row per (λ, seed), unfinished ones with what Tune knows (``notes``)."""
     rows = []
     for lam, seed in grid:
         run_dir = Path(trial_config(overrides, lam, seed, runs_dir)["run_dir"])
@@ -128,7 +205,8 @@ def _write_summary(
         if done is not None:
             rows.append(summary_row(done))
         else:
-            rows.append({**dict.fromkeys(COLUMNS), "lambda": lam, "seed": seed, "status": "unfinished"})
+            status = (notes or {}).get((lam, seed), "unfinished")
+            rows.append({**dict.fromkeys(COLUMNS), "lambda": lam, "seed": seed, "status": status})
     atomic_write_text(path, render_csv(rows))
     return rows
 
@@ -146,6 +224,8 @@ def run_sweep(
     address: str | None = None,
     train_fn: TrainFn | None = None,
     ray_init_kwargs: Mapping[str, Any] | None = None,
+    scheduler: str | None = None,
+    grace_period: int = 1,
 ) -> dict[str, Any]:
     """Run every (λ, seed) trial on Ray Tune; finished trials are skipped, killed ones retried.
 
@@ -161,6 +241,10 @@ def run_sweep(
         address: Ray cluster address (``"auto"``); None starts a local Ray instance.
         train_fn: Replaces :func:`policies.training.loop.train` (must be picklable).
         ray_init_kwargs: Extra ``ray.init`` arguments for a local instance.
+        scheduler: ``"asha"`` stops trials whose validation score (``score``: the validation objective
+            by default) trails the others' at the same number of validations; None runs every trial
+            to the end.
+        grace_period: Validations every trial gets before ASHA may stop it.
 
     Returns:
         ``{"rows": [...], "summary": csv_path, "trials": n, "skipped": n_already_finished,
@@ -169,6 +253,18 @@ def run_sweep(
     Raises:
         ImportError: If Ray Tune is not installed (with the install command).
     """
+    public_overrides, secret_env = hide_secret_overrides(overrides)
+    if secret_env and address is not None:
+        raise ValueError(
+            "overrides holding a secret ("
+            + ", ".join(redact_text(overrides[int(k.rsplit("_", 1)[1])]) for k in secret_env)
+            + ") cannot be sent to a Ray cluster without writing them into Ray Tune's state: give them "
+            "to every node's environment and reference them, e.g. cache.path='${oc.env:REDIS_URL}'"
+        )
+    if address is not None:
+        # `ray start --head` (Ray 2.60) authenticates with a token; a client at Ray's default 'disabled'
+        # mode is refused (InvalidAuthToken). Ray reads the mode when it is imported: set it first.
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
     try:
         import ray
         from ray import tune
@@ -187,7 +283,10 @@ def run_sweep(
     ]
     summary_path = sweep_dir / "sweep.csv"
     failed: list[str] = []
+    notes: dict[tuple[float, int], str] = {}
     if todo:
+        # A local Ray instance started here hands this environment to its workers.
+        os.environ.update(secret_env)
         # Trials must not chdir into Tune's trial dirs: configs and caches use project paths.
         os.environ["RAY_CHDIR_TO_TRIAL_DIR"] = "0"
         # Local Ray workers inherit this environment: make the project importable in them (a
@@ -196,7 +295,8 @@ def run_sweep(
         os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
         started_ray = False
         if not ray.is_initialized():
-            init = {"include_dashboard": False, "log_to_driver": False, **dict(ray_init_kwargs or {})}
+            # Trial output (progress lines, validations, errors) reaches the driver's terminal.
+            init = {"include_dashboard": False, "log_to_driver": True, **dict(ray_init_kwargs or {})}
             if address is None:
                 init.setdefault("num_cpus", max(int(max_concurrent * cpus_per_trial), 1))
             ray.init(address=address, **init)
@@ -207,29 +307,54 @@ def run_sweep(
                 def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **kw: Any) -> None:
                     _write_summary(summary_path, grid, overrides, runs)
 
-            tuner = tune.Tuner(
-                tune.with_resources(_tune_trainable(train_fn), {"cpu": cpus_per_trial}),
-                param_space={
-                    "lambda": tune.grid_search(sorted({lam for lam, _ in todo})),
-                    "seed": tune.grid_search(sorted({s for _, s in todo})),
-                    "overrides": list(overrides),
-                    "runs_dir": str(runs),
-                },
-                tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
-                run_config=tune.RunConfig(
-                    name=sweep_name,
-                    storage_path=str(sweep_dir / "tune"),
-                    failure_config=tune.FailureConfig(max_failures=max_failures),
-                    callbacks=[_Summary()],
-                    verbose=0,
-                ),
-            )
+            trainable = tune.with_resources(_tune_trainable(train_fn), {"cpu": cpus_per_trial})
+            experiment = sweep_dir / "tune" / sweep_name
+            grid_file = sweep_dir / "grid.json"
+            planned = {"grid": [list(x) for x in grid], "overrides": public_overrides, "scheduler": scheduler}
+            if tune.Tuner.can_restore(str(experiment)) and grid_file.is_file():
+                if json.loads(grid_file.read_text()) != planned:
+                    raise ValueError(
+                        f"sweep {sweep_name!r} at {sweep_dir} was started with other trials or overrides; "
+                        "resume it with its own command, or give this sweep another --name"
+                    )
+                # Tuner.restore: finished and stopped trials stay as they are, unfinished ones resume
+                # (from their checkpoints), errored ones are retried.
+                tuner = tune.Tuner.restore(
+                    str(experiment), trainable=trainable, resume_unfinished=True, resume_errored=True
+                )
+            else:
+                atomic_write_text(grid_file, json.dumps(planned))
+                tuner = tune.Tuner(
+                    trainable,
+                    param_space={
+                        # in the order given: with one trial at a time, the first ones set ASHA's bar
+                        "lambda": tune.grid_search(list(dict.fromkeys(lam for lam, _ in todo))),
+                        "seed": tune.grid_search(list(dict.fromkeys(s for _, s in todo))),
+                        "overrides": public_overrides,
+                        "runs_dir": str(runs),
+                        "sweep": sweep_name,
+                        "command": redact_argv(sys.argv),
+                    },
+                    tune_config=tune.TuneConfig(
+                        max_concurrent_trials=max_concurrent,
+                        scheduler=_scheduler(scheduler, grace_period),
+                    ),
+                    run_config=tune.RunConfig(
+                        name=sweep_name,
+                        storage_path=str(sweep_dir / "tune"),
+                        failure_config=tune.FailureConfig(max_failures=max_failures),
+                        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                        callbacks=[_Summary()],
+                        verbose=0,
+                    ),
+                )
             results = tuner.fit()
-            failed = [str(r.error)[:300] for r in results if r.error is not None]
+            failed = [str(error)[:300] for error in results.errors]
+            notes = _trial_notes(results)
         finally:
             if started_ray:
                 ray.shutdown()
-    rows = _write_summary(summary_path, grid, overrides, runs)
+    rows = _write_summary(summary_path, grid, overrides, runs, notes)
     out = {
         "rows": rows,
         "summary": str(summary_path),
@@ -240,6 +365,43 @@ def run_sweep(
     }
     print(f"sweep {sweep_name}: {len(grid)} trials ({out['skipped']} already finished); {summary_path}")
     return out
+
+
+def _scheduler(name: str | None, grace_period: int) -> Any:
+    """Tune's scheduler for ``--scheduler`` (None: FIFO, every trial runs to its end)."""
+    if name is None or name == "fifo":
+        return None
+    if name != "asha":
+        raise ValueError(f"--scheduler {name!r}: choose asha or fifo")
+    from ray.tune.schedulers import ASHAScheduler
+
+    # time_attr counts reports: one per validation (and one at the end).
+    return ASHAScheduler(
+        metric="score",
+        mode="max",
+        time_attr="training_iteration",
+        grace_period=grace_period,
+        reduction_factor=2,
+    )
+
+
+def _trial_notes(results: Any) -> dict[tuple[float, int], str]:
+    """What ``sweep.csv`` says of trials without a ``result.json``: an error, or an early stop."""
+    notes: dict[tuple[float, int], str] = {}
+    for i in range(len(results)):
+        result = results[i]
+        config = result.config or {}
+        if "lambda" not in config:
+            continue
+        key = (float(config["lambda"]), int(config["seed"]))
+        if result.error is not None:
+            first = str(result.error).strip().splitlines()[-1] if str(result.error).strip() else "error"
+            notes[key] = f"error: {first[:200]}"
+        elif (result.metrics or {}).get("run_dir") is None:  # no final report: the scheduler stopped it
+            step = (result.metrics or {}).get("step")
+            at = f" at step {int(step)}" if step is not None else ""
+            notes[key] = f"stopped early by the scheduler{at}"
+    return notes
 
 
 def _floats(text: str) -> list[float]:
@@ -257,6 +419,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cpus-per-trial", type=float, default=1.0)
     parser.add_argument("--max-failures", type=int, default=2)
     parser.add_argument("--address", default=None, help="Ray cluster address (default: a local instance)")
+    parser.add_argument(
+        "--scheduler",
+        choices=("fifo", "asha"),
+        default="fifo",
+        help="asha: stop trials whose validation score trails (every validation is reported to Tune)",
+    )
+    parser.add_argument(
+        "--grace-period", type=int, default=1, help="validations before ASHA may stop a trial"
+    )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every trial")
     args = parser.parse_args(argv)
     out = run_sweep(
@@ -268,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_concurrent=args.max_concurrent,
         cpus_per_trial=args.cpus_per_trial,
         max_failures=args.max_failures,
+        scheduler=args.scheduler,
+        grace_period=args.grace_period,
         address=args.address,
     )
     return 1 if out["failed"] else 0

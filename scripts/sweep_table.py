@@ -58,8 +58,13 @@ def training_shares(run_dir: Path, last: float) -> tuple[float, float, int]:
     return mean_of("high"), mean_of("low"), len(tail)
 
 
-def run_row(run_dir: Path, last: float) -> dict[str, Any]:
-    """One table row from a finished run directory."""
+def run_rows(run_dir: Path, last: float) -> list[dict[str, Any]]:
+    """The table rows of a finished run directory: one, or one per λ of a λ-conditioned router.
+
+    A λ-conditioned run (``result.json`` → ``cost_lambdas``) is one set of weights validated at each
+    of its λ values (``validation.json`` → ``best.per_lambda``); its rows say ``conditioned`` and
+    share the run's training shares, which pool every λ's episodes.
+    """
     result = json.loads((run_dir / "result.json").read_text())
     val_path = run_dir / "validation.json"
     val = json.loads(val_path.read_text()) if val_path.exists() else {}
@@ -67,22 +72,42 @@ def run_row(run_dir: Path, last: float) -> dict[str, Any]:
     high, low, n_roll = training_shares(run_dir, last)
     calls = int(result.get("llm_calls") or 0)
     hits = int(result.get("cache_hits") or 0)
-    return {
-        "lambda": float(result["cost_lambda"]),
+    common = {
         "seed": int(result.get("seed", 0)),
         "timesteps": int(result.get("timesteps", 0)),
         "train_high": high,
         "train_low": low,
         "rollouts": n_roll,
-        "val_high": best.get("high_share", math.nan),
-        "val_p_high": best.get("p_high", math.nan),
-        "val_f1": best.get("f1", math.nan),
-        "val_module_cost": best.get("module_cost", math.nan),
         "selected_on": val.get("select_metric", ""),
         "best_step": val.get("best_step"),
         "computed_calls": calls - hits,
         "run": run_dir.name,
     }
+    lambdas = result.get("cost_lambdas")
+    if lambdas:
+        per_lambda = best.get("per_lambda") or {}
+        rows = []
+        for lam in lambdas:
+            stats = per_lambda.get(f"{float(lam):g}") or {}
+            rows.append({
+                "lambda": float(lam),
+                "router": "conditioned",
+                "val_high": stats.get("high_share", math.nan),
+                "val_p_high": stats.get("p_high", math.nan),
+                "val_f1": stats.get("f1", math.nan),
+                "val_module_cost": stats.get("module_cost", math.nan),
+                **common,
+            })
+        return rows
+    return [{
+        "lambda": float(result["cost_lambda"]),
+        "router": "single",
+        "val_high": best.get("high_share", math.nan),
+        "val_p_high": best.get("p_high", math.nan),
+        "val_f1": best.get("f1", math.nan),
+        "val_module_cost": best.get("module_cost", math.nan),
+        **common,
+    }]
 
 
 def markdown(rows: list[dict[str, Any]], last: float) -> str:
@@ -92,13 +117,14 @@ def markdown(rows: list[dict[str, Any]], last: float) -> str:
         return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
 
     head = (
-        f"| λ | seed | steps | train HIGH (last {last:.0%}) | train LOW | val HIGH | val P(HIGH) | val F1 "
-        "| val module cost (GFLOPs) | selected on (step) | calls computed (all tiers) |"
+        f"| λ | router | seed | steps | train HIGH (last {last:.0%}) | train LOW | val HIGH | val P(HIGH) "
+        "| val F1 | val module cost (GFLOPs) | selected on (step) | calls computed (all tiers) |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         lines.append(
-            f"| {r['lambda']:g} | {r['seed']} | {r['timesteps']} | {f(r['train_high'], '.2f')} | "
+            f"| {r['lambda']:g} | {r['router']} | {r['seed']} | {r['timesteps']} | "
+            f"{f(r['train_high'], '.2f')} | "
             f"{f(r['train_low'], '.2f')} | {f(r['val_high'], '.2f')} | {f(r['val_p_high'], '.2f')} | "
             f"{f(r['val_f1'], '.3f')} | {f(r['val_module_cost'], '.1f')} | "
             f"{r['selected_on']} ({r['best_step']}) | {r['computed_calls']} |"
@@ -116,29 +142,37 @@ def _nanmean(values: list[Any]) -> float:
 
 
 def by_lambda(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Means over seeds per λ (``seeds`` = how many runs each mean covers)."""
-    groups: dict[float, list[dict[str, Any]]] = {}
+    """Means per (router kind, λ) over its runs (``runs``; ``seeds`` counts distinct seeds among them)."""
+    groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault(r["lambda"], []).append(r)
+        groups.setdefault((r["router"], r["lambda"]), []).append(r)
     return [
-        {"lambda": lam, "seeds": len(rs), **{k: _nanmean([r[k] for r in rs]) for k in MEAN_KEYS}}
-        for lam, rs in sorted(groups.items())
+        {
+            "lambda": lam,
+            "router": kind,
+            "runs": len(rs),
+            "seeds": len({r["seed"] for r in rs}),
+            **{k: _nanmean([r[k] for r in rs]) for k in MEAN_KEYS},
+        }
+        for (kind, lam), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0]))
     ]
 
 
 def markdown_by_lambda(agg: list[dict[str, Any]]) -> str:
-    """The per-λ means as markdown."""
+    """The per-λ means as markdown (runs of one seed repeated are counted as runs, not as seeds)."""
 
     def f(v: float, fmt: str) -> str:
         return "–" if math.isnan(v) else format(v, fmt)
 
     lines = [
-        "| λ | seeds | train HIGH | val HIGH | val P(HIGH) | val F1 | val module cost (GFLOPs) |",
-        "|---|---|---|---|---|---|---|",
+        "| λ | router | runs (seeds) | train HIGH | val HIGH | val P(HIGH) | val F1 "
+        "| val module cost (GFLOPs) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for a in agg:
         lines.append(
-            f"| {a['lambda']:g} | {a['seeds']} | {f(a['train_high'], '.2f')} | {f(a['val_high'], '.2f')} | "
+            f"| {a['lambda']:g} | {a['router']} | {a['runs']} ({a['seeds']}) | {f(a['train_high'], '.2f')} | "
+            f"{f(a['val_high'], '.2f')} | "
             f"{f(a['val_p_high'], '.2f')} | {f(a['val_f1'], '.3f')} | {f(a['val_module_cost'], '.1f')} |"
         )
     return "\n".join(lines) + "\n"
@@ -195,11 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     if not dirs:
         print(f"no finished runs (result.json) under {args.runs_dir}/{args.glob}", file=sys.stderr)
         return 2
-    rows = sorted((run_row(d, args.last) for d in dirs), key=lambda r: (r["lambda"], r["seed"]))
+    rows = sorted(
+        (row for d in dirs for row in run_rows(d, args.last)),
+        key=lambda r: (r["lambda"], r["router"], r["seed"]),
+    )
     text = markdown(rows, args.last)
     agg = by_lambda(rows)
     if len(agg) < len(rows):
-        text += "\nMeans over seeds:\n\n" + markdown_by_lambda(agg)
+        text += "\nMeans per λ and router kind:\n\n" + markdown_by_lambda(agg)
     print(text)
     from common.atomic import atomic_write_text
 

@@ -10,13 +10,14 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 from tests.support import TINY_TRAIN_OVERRIDES
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_NAME = "locomo__implementation__lam0.0__s0"
+RUN_NAME = "locomo__implementation__lam0__s0"
 
 
 def paths(base: Path) -> list[str]:
@@ -83,3 +84,19 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert len(lines) == 1, proc.stderr[-3000:]
     return lines[0]
+
+
+def signal_once_training_runs(
+    base: Path, sig: int, *extra: str, episodes: int = 2, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """Start the fake-stack ``train.py``, send ``sig`` once ``episodes`` training episodes are logged."""
+    proc = start_cli(base, *extra)
+    log = base / "runs" / RUN_NAME / "episodes.jsonl"
+    deadline = time.monotonic() + timeout
+    while not (log.exists() and log.read_text().count("\n") >= episodes):
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "training did not start"
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

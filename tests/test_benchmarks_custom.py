@@ -255,3 +255,71 @@ def test_describe_command_takes_loader_options(capsys: pytest.CaptureFixture[str
     assert all_row[1:6] == ["5", "15", "10", "40", "14"] and "custom_example.jsonl  sha256" in out
     with pytest.raises(SystemExit, match="expected KEY=VALUE"):
         main(["describe", "--benchmark", "custom", "--option", "path"])
+
+
+def test_a_same_mtime_replacement_is_read_by_content(tmp_path: Path) -> None:
+    """`cp -p`, `rsync -a`, `tar x` keep the mtime: datasets' cache (path + mtime) served the old rows."""
+    import os
+
+    rows = example_rows()
+    path = write_jsonl(tmp_path / "data.jsonl", rows[:12])
+    stamp = (1_700_000_000, 1_700_000_000)
+    os.utime(path, stamp)
+    bench = get_benchmark("custom", path=str(path))
+    first = sum(len(s.questions) for s in bench.load("all"))
+    old_sum = bench.checksums
+    write_jsonl(path, rows)  # 15 rows now
+    os.utime(path, stamp)
+    again = get_benchmark("custom", path=str(path))
+    n = sum(len(s.questions) for s in again.load("all"))
+    assert (first, n) == (12, 15)
+    assert again.checksums != old_sum  # the run records the new file's sha256 next to the new rows
+
+
+def test_a_verbatim_duplicate_row_is_warned_about(tmp_path: Path) -> None:
+    """Issue 49, item 10: a duplicated row was silently another question."""
+    rows = example_rows()
+    path = write_jsonl(tmp_path / "dup.jsonl", [*rows, rows[1]])
+    with pytest.warns(UserWarning, match=r"dup\.jsonl: row 15 repeats row 1 verbatim"):
+        assert sum(len(s.questions) for s in load_all(path)) == 16
+
+
+def test_a_row_larger_than_the_datasets_block_loads(tmp_path: Path) -> None:
+    """Issue 49, item 10: a valid 50 MB row was refused ("An error occurred while generating the dataset")."""
+    rows = example_rows()
+    big = json.loads(json.dumps(rows[0]))
+    big["sessions"][0]["turns"][0]["text"] = "x" * (50 * 2**20)
+    path = write_jsonl(tmp_path / "big.jsonl", [big, *rows[1:]])
+    samples = load_all(path)
+    assert sum(len(s.questions) for s in samples) == 15
+    assert len(samples[0].history.turns()[0].text) == 50 * 2**20
+
+
+def test_a_non_utf8_byte_is_named_with_its_line(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "latin.jsonl", example_rows())
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3].replace(b"Miso", b"Mis\xf6", 1) if b"Miso" in lines[3] else lines[3][:-2] + b'\xf6"}'
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataFileError, match=r"latin\.jsonl: record at line 4: field <encoding>: byte 0xf6"):
+        load_all(path)
+
+
+def test_an_empty_file_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("")
+    with pytest.raises(DataFileError, match=r"empty\.jsonl: the file is empty"):
+        load_all(path)
+
+
+def test_a_history_without_turns_is_warned_about(tmp_path: Path) -> None:
+    rows = [{k: v for k, v in r.items() if k != "evidence_ids"} for r in example_rows()]
+    rows[0]["sessions"] = []
+    path = write_jsonl(tmp_path / "nosessions.jsonl", rows)
+    with pytest.warns(UserWarning, match=r"history 'ana' has no turns or sentences"):
+        load_all(path)
+
+
+def test_an_empty_hotpotqa_file_is_warned_about(tmp_path: Path) -> None:
+    (tmp_path / "hotpotqa_aflow_validate200.jsonl").write_text("")
+    with pytest.warns(UserWarning, match="holds no questions"):
+        assert get_benchmark("hotpotqa", str(tmp_path)).load("all") == []

@@ -1,4 +1,4 @@
-"""The README's "Your own data" example, end to end with the fake backend: ``train.py
+"""The "Your own data" guide's example (docs/how-to/own-data.md), end to end with the fake backend: ``train.py
 benchmark=custom`` on ``tests/data/custom_example.jsonl``, then ``evaluate.py frontier`` on its
 router, then ``evaluate.py export`` of the frontier's per-question records."""
 
@@ -48,7 +48,7 @@ def test_readme_custom_example_trains_evaluates_and_exports(tmp_path: Path) -> N
         ],
         tmp_path,
     )
-    run = tmp_path / "runs" / "custom__implementation__lam0.0__s0"
+    run = tmp_path / "runs" / "custom__implementation__lam0__s0"
     assert (run / "router" / "router.pt").is_file()
     assert (run / "config.yaml").read_text().count("custom_example.jsonl") >= 1
 

@@ -53,6 +53,8 @@ def test_capacity_roles_and_judge_overrides():
         strategy={"name": "capacity"},
         llms={"mid": {"model_id": "fake-mid"}},
         judge={"enabled": True, "backend": {"model_id": "fake-judge"}},
+        # models outside the registry are priced by their declared parameter counts
+        cost={"params": {"fake-mid": 360_000_000, "fake-judge": 1_500_000_000}},
     )
     comps = make_components(cfg)
     assert set(comps.llms) == {"low", "mid", "high", "answer", "judge"}

@@ -230,3 +230,36 @@ def test_corrupt_or_foreign_checkpoints_fail_clearly(trained, tmp_path):
         Router.load(newer)
     with pytest.raises(RouterLoadError, match="neither a directory nor a zip"):
         Router.load(tmp_path / "missing")
+
+
+def test_route_refuses_components_of_another_pipeline(trained, tmp_path):
+    """Issue 49, item 3: a router trained on one strategy (model, options) refuses another's pipeline."""
+    from dataclasses import replace
+
+    from policies.router import RouterMismatchError
+
+    model, items, comps = trained
+    trained_cfg = {
+        "strategy": {"name": "reasoning", "options": {}},
+        "backend": {"name": "llamacpp", "model": "qwen2.5-1.5b"},
+        "llms": {},
+    }
+    meta = _meta(comps) | {"run_name": "lme__reasoning__lam0.3__s0", "provenance": {"config": trained_cfg}}
+    router = Router.load(export_router(model, tmp_path / "router", meta))
+    assert router.config == trained_cfg
+    same = replace(comps, config=trained_cfg | {"benchmark": {"name": "hotpotqa"}})  # another benchmark
+    assert router.route("who is it", items[0].evidence, same).tiers
+    implementation = replace(
+        comps, config=trained_cfg | {"strategy": {"name": "implementation", "options": {}}}
+    )
+    with pytest.raises(RouterMismatchError, match=r"strategy\.name: trained 'reasoning', given 'implem"):
+        router.route("who is it", items[0].evidence, implementation)
+    other_model = replace(comps, config=trained_cfg | {"backend": {"name": "vllm", "model": "qwen2.5-7b"}})
+    with pytest.raises(RouterMismatchError, match=r"llms\.default\.model: trained 'qwen2\.5-1\.5b', given"):
+        router.check_components(other_model)
+    ladder_strategy = {"name": "reasoning", "options": {"keep_evidence": True}}
+    ladder = replace(comps, config=trained_cfg | {"strategy": ladder_strategy})
+    with pytest.raises(RouterMismatchError, match=r"strategy\.options"):
+        router.check_components(ladder)
+    engine = replace(comps, config=trained_cfg | {"backend": {"name": "vllm", "model": "qwen2.5-1.5b"}})
+    router.check_components(engine)  # another engine for the same model: the tiers mean the same

@@ -199,6 +199,16 @@ def test_resolve_config_sources(tmp_path):
     assert frontier_config.resolve_config(ns, [{"x": 1}])["benchmark"]["name"] == "longmemeval"
 
 
+
+def test_set_options_of_the_benchmark_named_by_benchmark_take_effect():
+    """Issue 49, item 12: `--benchmark hotpotqa --set benchmark.options.file=X` used to drop the file."""
+    ns = argparse.Namespace(
+        config=None, set=["benchmark.options.file=hotpot_dev_distractor_v1.json"], benchmark="hotpotqa"
+    )
+    cfg = frontier_config.resolve_config(ns, [{"benchmark": {"name": "locomo", "options": {}}}])
+    assert cfg["benchmark"] == {"name": "hotpotqa", "options": {"file": "hotpot_dev_distractor_v1.json"}}
+
+
 def test_mismatched_router_fails_before_any_evaluation(sweep, tmp_path, monkeypatch):
     """A router trained with another encoder is refused up front, not after the baselines ran."""
     calls = []
@@ -425,3 +435,31 @@ def test_expect_checks_a_rerun_cell_by_cell_and_fails_on_a_changed_number(tmp_pa
 
     with pytest.raises(FileNotFoundError, match="does not exist"):
         _run(_args(tmp_path / "d", *base, "--expect", str(tmp_path / "nowhere")))
+
+
+def test_a_router_of_another_strategy_is_refused_before_any_evaluation(tmp_path, monkeypatch):
+    """Issue 49, item 3: `frontier --config <implementation config>` on a reasoning router names the keys."""
+    from dataclasses import replace
+
+    from policies.export import export_router
+    from policies.router import RouterMismatchError
+
+    calls = []
+    monkeypatch.setattr(frontier_runner, "evaluate_run", lambda *a, **k: calls.append(a) or [])
+    comps = make_fake_components()
+    trained = {"strategy": {"name": "reasoning", "options": {}}, "backend": {"name": "fake", "model": "m"}}
+    meta = {
+        "observation_spec": comps.obs_builder.spec.to_dict(),
+        "encoder": comps.encoder.name,
+        "cost_lambda": 0.3,
+        "seed": 2,
+        "run_name": "locomo__reasoning__lam0.3__s2",
+        "provenance": {"config": trained},
+    }
+    path = export_router(_model(2, comps), tmp_path / "r" / "router", meta, verify=4)
+    args = _args(tmp_path, "--routers", str(path))
+    routers, ckpts, _ = frontier_systems.router_systems([path])
+    given = replace(comps, config={**trained, "strategy": {"name": "implementation", "options": {}}})
+    with pytest.raises(RouterMismatchError, match=r"strategy\.name: trained .reasoning., given .implem"):
+        cli_frontier.run_with(args, {}, given, make_fake_bank(4), routers, ckpts, lambda: make_fake_bank(2))
+    assert calls == []

@@ -209,7 +209,7 @@ def test_config_chooses_the_protocol_and_rejects_unknown_ones() -> None:
 
 
 def test_judge_backend_can_be_any_openai_compatible_endpoint() -> None:
-    from envs.components import make_components
+    from envs.components import ConfigError, make_components
 
     cfg = {
         "benchmark": {"name": "locomo"},
@@ -223,11 +223,28 @@ def test_judge_backend_can_be_any_openai_compatible_endpoint() -> None:
             "protocol": "locomo",
             "backend": {"name": "openai", "model": "judge-7b", "base_url": "http://127.0.0.1:9/v1"},
         },
+        # a model outside the registry is priced by its declared parameter count (issue 49, item 12)
+        "cost": {"params": {"judge-7b": 7_000_000_000}},
     }
     comps = make_components(cfg)
     try:
         backend = comps.judge.llm.backend
         assert type(backend).__name__ == "OpenAIBackend" and backend.base_url == "http://127.0.0.1:9/v1"
         assert backend.model == "judge-7b" and comps.llms["answer"].backend.model_id == "fake-llm"
+        # the judge and the answerer price with the configured cost model, not a default one
+        assert comps.judge.cost_model is comps.cost_model and comps.answerer.cost_model is comps.cost_model
+        assert comps.cost_model.call_value("judge-7b", 10, 0) == pytest.approx(2 * 7e9 * 10 / 1e9)
     finally:
         comps.close()
+    undeclared = {**cfg, "cost": {}}
+    with pytest.raises(ConfigError, match=r"judge\.backend: no parameter count for model 'judge-7b'.*params"):
+        make_components(undeclared)
+    prices = {"judge-7b": [0.2, 0.6], "fake-llm": [0.01, 0.01]}
+    in_dollars = {**cfg, "cost": {"unit": "usd", "prices": prices}}
+    comps = make_components(in_dollars)
+    try:
+        assert comps.cost_model.call_value("judge-7b", 1_000_000, 1_000_000) == pytest.approx(0.8)
+    finally:
+        comps.close()
+    with pytest.raises(ConfigError, match=r"judge\.backend: no USD price for model 'judge-7b'.*cost\.prices"):
+        make_components({**cfg, "cost": {"unit": "usd", "prices": {"fake-llm": [0.01, 0.01]}}})

@@ -66,7 +66,7 @@ def test_parse_cost_lambdas_accepts_lists_and_names_bad_values():
 
 
 def test_run_names_tell_conditioned_runs_apart():
-    assert lam_tag(0.0) == "lam0.0" and lam_tag(0.3, None) == "lam0.3"
+    assert lam_tag(0.0) == lam_tag(0) == lam_tag("0.00") == "lam0" and lam_tag(0.3, None) == "lam0.3"
     assert lam_tag(0.0, [0.9, 0, 0.05]) == "lamcond0-0.05-0.9"
     cfg = load_config(["cost.lambdas=[0,0.5]", "seed=1"])
     assert cfg["run_name"] == "locomo__implementation__lamcond0-0.5__s1"

@@ -183,3 +183,46 @@ def test_damaged_state_json_is_named_with_the_fix(finished, tmp_path, damage):
     with pytest.raises(CheckpointError, match=rf"{state}.*is damaged.*delete {state.parent}"):
         train(config(tmp_path, f"resume={run}", "train.total_timesteps=60"))
     assert snapshot(run) == before
+
+
+@needs_locomo
+def test_a_state_version_that_is_not_a_number_is_named(finished, tmp_path):
+    """Issue 49, item 9: ``state.json`` with ``version: "x"`` gave a raw ValueError."""
+    from policies.training.loop import train
+
+    run = _copy(finished, tmp_path)
+    state = run / "checkpoints" / "last" / "state.json"
+    data = json.loads(state.read_text())
+    state.write_text(json.dumps({**data, "version": "x"}))
+    before = snapshot(run)
+    with pytest.raises(CheckpointError, match=rf"{state}: unsupported state version 'x'"):
+        train(config(tmp_path, f"resume={run}", "train.total_timesteps=60"))
+    assert snapshot(run) == before
+
+
+@needs_locomo
+def test_a_full_disk_while_saving_names_the_checkpoint_that_survived(tmp_path, monkeypatch):
+    """Issue 49, item 7: ENOSPC during a save ended in a raw OSError naming neither file nor checkpoint."""
+    import errno
+
+    from stable_baselines3 import PPO
+
+    from policies.training.loop import train
+
+    real_save = PPO.save
+    calls = {"n": 0}
+
+    def save(self, path, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] >= 2:  # the first checkpoint is written, the second finds the disk full
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_save(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(PPO, "save", save)
+    run = tmp_path / "runs" / RUN_NAME
+    with pytest.raises(CheckpointError) as err:
+        train(config(tmp_path, "train.total_timesteps=60"))
+    message = str(err.value)
+    assert "No space left on device" in message and "model.zip" in message
+    assert f"the previous checkpoint at step 20 is intact at {run}/checkpoints/last" in message
+    assert json.loads((run / "checkpoints" / "last" / "state.json").read_text())["num_timesteps"] == 20

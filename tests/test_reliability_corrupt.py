@@ -76,8 +76,16 @@ def test_non_utf8_hotpotqa_line_is_named(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "match"),
-    [(b"[1, 2]", "holds a JSON list, not the metadata object"), (b'{"format": "\xff"}', "is not UTF-8")],
-    ids=["list", "not-utf8"],
+    [
+        (b"[1, 2]", "holds a JSON list, not the metadata object"),
+        (b'{"format": "\xff"}', "is not UTF-8"),
+        # issue 49, item 9: these two were raw tracebacks
+        (
+            b'{"format": "budget-router/router", "format_version": "abc"}',
+            "has format_version 'abc', not a number",
+        ),
+    ],
+    ids=["list", "not-utf8", "version-abc"],
 )
 def test_router_metadata_that_is_a_list_or_not_utf8(tmp_path, content, match):
     (tmp_path / METADATA_FILE).write_bytes(content)
@@ -114,3 +122,45 @@ def test_memory_manifest_with_empty_files_map_does_not_turn_checksums_off(tmp_pa
     manifest.write_text(json.dumps(man))
     with pytest.raises(MemoryLoadError, match=rf"records no checksum for \[.*'{level}.json'"):
         HierarchicalMemory.load(tmp_path, get_encoder("hashing"))
+
+
+def test_router_metadata_whose_network_is_not_an_object(tmp_path):
+    """Issue 49, item 9: ``network: [1]`` gave a raw AttributeError."""
+    import hashlib
+
+    from policies.router import FORMAT, FORMAT_VERSION
+
+    weights = b"weights"
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "network": [1]}
+    meta["weights_sha256"] = hashlib.sha256(weights).hexdigest()
+    (tmp_path / METADATA_FILE).write_text(json.dumps(meta))
+    (tmp_path / WEIGHTS_FILE).write_bytes(weights)
+    with pytest.raises(RouterLoadError, match=rf"{tmp_path}: bad network config in metadata"):
+        Router.load(tmp_path)
+
+
+def test_a_cache_row_that_is_not_json_is_a_miss_named_by_its_key(tmp_path):
+    """Issue 49, item 9: a row that is not JSON crashed every lookup of the cache."""
+    import sqlite3
+
+    from modules.cache import CallCache
+
+    path = tmp_path / "calls.sqlite"
+    cache = CallCache(path)
+    cache.put("k1", {"raw": [0], "gflops": 1.0, "latency_s": 0.1})
+    cache.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE calls SET value = ? WHERE key = 'k1'", ("{not json",))
+    cache = CallCache(path)
+    with pytest.warns(UserWarning, match=rf"call cache {path}: entry k1 is not JSON"):
+        assert cache.get("k1") is None
+    cache.put("k1", {"raw": [1], "gflops": 1.0, "latency_s": 0.1})  # the recomputed value replaces it
+    assert cache.get("k1")["raw"] == [1]
+
+
+def test_describe_with_data_dir_as_an_option_names_the_flag(capsys):
+    """Issue 49, item 9: ``--option data_dir=...`` gave `got multiple values for keyword argument`."""
+    import evaluate
+
+    with pytest.raises(SystemExit, match=r"--option 'data_dir=/x': the data directory is --data-dir /x"):
+        evaluate.main(["describe", "--benchmark", "hotpotqa", "--option", "data_dir=/x"])

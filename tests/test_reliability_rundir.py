@@ -129,3 +129,29 @@ def test_a_live_holder_is_named_and_a_killed_one_leaves_no_stale_lock(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     _well_formed(run)
 
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("seed=-1",), "config seed must be an integer >= 0, got -1"),
+        (("question_bank.max_samples=0",), "config question_bank.max_samples must be > 0 or null (all)"),
+        (("benchmark=custom", "+benchmark.options.path=DATA"), "the 'val' split of benchmark 'custom'"),
+    ],
+    ids=["negative-seed", "no-histories", "empty-val-split"],
+)
+def test_checks_of_the_environment_run_before_anything_is_written(tmp_path, overrides, message):
+    """Issue 49, item 4: these failed after config.yaml, run_metadata.json and .hydra/ were written."""
+    data = tmp_path / "all_train.jsonl"  # every history in train: the validation split is empty
+    rows = [{"history_id": f"h{i}", "split": "train", "question": "q?", "answer": "a",
+             "sessions": [{"turns": [{"speaker": "A", "text": f"fact {i}"}]}]} for i in range(3)]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    overrides = tuple(o.replace("DATA", str(data)) for o in overrides)
+    proc = run_cli(tmp_path, *overrides)
+    line = one_line_error(proc)
+    assert message in line, line
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), sorted(runs.rglob("*"))
+    # ... so the same command with a good value is not blocked by a stub directory
+    if overrides[0].startswith(("seed", "question_bank")):
+        assert run_cli(tmp_path).returncode == 0

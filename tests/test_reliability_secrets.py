@@ -121,3 +121,17 @@ def test_local_server_passes_its_key_by_environment_and_clients_send_it(monkeypa
     assert seen["env"][serving.SERVER_KEY_ENV] == "k3"
     assert server.backend()._headers["Authorization"] == "Bearer k3"
     assert sys.executable in seen["cmd"]
+
+
+@needs_locomo
+def test_an_offline_wandb_run_records_no_secret_from_the_command_line(tmp_path):
+    """Issue 49, item 13: wandb saves the process arguments; a key given as an override leaked into .wandb."""
+    pytest.importorskip("wandb")
+    secret = "sk-LEAK-WANDB-5"
+    proc = run_cli(tmp_path, "wandb.mode=offline", f"+judge.backend.api_key={secret}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "runs" / RUN_NAME
+    written = [p for p in run.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".wandb" for p in written), "no offline wandb run was written"
+    assert not [p for p in written if secret.encode() in p.read_bytes()]
+    assert any(b"REDACTED" in p.read_bytes() for p in written if p.suffix == ".wandb")

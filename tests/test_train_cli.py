@@ -50,7 +50,7 @@ def test_single_run_with_offline_wandb(tmp_path):
     wandb_dir = tmp_path / "wandb_files"
     wandb_dir.mkdir()
     out = _run(["wandb.mode=offline"], tmp_path, WANDB_DIR=str(wandb_dir), WANDB_SILENT="true")
-    run = tmp_path / "runs" / "locomo__implementation__lam0.0__s0"
+    run = tmp_path / "runs" / "locomo__implementation__lam0__s0"
     assert "router:" in out.stdout and "validation report:" in out.stdout
     for name in (
         "router/metadata.json",

@@ -45,8 +45,8 @@ def test_default_config_composes_with_the_documented_defaults():
     assert cfg["backend"] == {"name": "llamacpp", "model": "smollm2-135m", "n_threads": 2, "n_parallel": 1}
     assert cfg["reward"]["task_metric"] == "f1"
     assert cfg["wandb"]["mode"] == "disabled"
-    assert cfg["run_name"] == "locomo__implementation__lam0.0__s0"
-    assert cfg["run_dir"] == "runs/locomo__implementation__lam0.0__s0"
+    assert cfg["run_name"] == "locomo__implementation__lam0__s0"
+    assert cfg["run_dir"] == "runs/locomo__implementation__lam0__s0"
     assert parse_config(cfg).train.total_timesteps == 300
     swept = load_config(["cost.lambda=0.3", "seed=2", "strategy=capacity"])
     assert swept["run_name"] == "locomo__capacity__lam0.3__s2"

@@ -6,7 +6,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -150,21 +150,16 @@ class OpenAIBackend(LLMBackend):
         start = time.perf_counter()
         path, body = self._body(request)
         try:
-            reply = self._post(path, body)
-            choice = reply["choices"][0]
-            text = (choice.get("message") or {}).get("content") if "message" in choice else choice.get("text")
-            usage = reply.get("usage")
-            if not usage or "prompt_tokens" not in usage:
-                raise RuntimeError("reply has no 'usage' token counts, so the call's cost cannot be metered")
+            text, tokens_in, tokens_out, finish = parse_reply(self._post(path, body))
             return GenerationResult(
-                text=text or "",
-                tokens_in=int(usage["prompt_tokens"]),
-                tokens_out=int(usage.get("completion_tokens", 0)),
+                text=text,
+                tokens_in=tokens_in,
+                tokens_out=tokens_out,
                 latency_s=time.perf_counter() - start,
                 model_id=self.model_id,
-                finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+                finish_reason=finish,
             )
-        except (RuntimeError, KeyError, IndexError, TypeError) as exc:
+        except (RuntimeError, KeyError, IndexError, TypeError, ValueError) as exc:
             return GenerationResult(
                 text="", tokens_in=0, tokens_out=0, latency_s=time.perf_counter() - start,
                 model_id=self.model_id, finish_reason="error", error=f"{self.base_url}{path}: {exc}",
@@ -180,3 +175,62 @@ class OpenAIBackend(LLMBackend):
     def close(self) -> None:
         """Close the HTTP session."""
         self.session.close()
+
+
+def _content_text(content: Any) -> str:
+    """A message's content as text: a string, or the OpenAI content-parts form joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(part, Mapping) for part in content):
+        texts = [part.get("text") for part in content if part.get("type", "text") == "text"]
+        if all(isinstance(x, str) for x in texts):
+            return "".join(texts)
+    raise ValueError(f"message content must be a string or a list of text parts, got {content!r:.120}")
+
+
+def _token_count(usage: Mapping[str, Any], name: str, default: int | None = None) -> int:
+    value = usage.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"usage.{name} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def parse_reply(reply: Any) -> tuple[str, int, int, str]:
+    """``(text, prompt tokens, completion tokens, finish reason)`` of an OpenAI-style completion reply.
+
+    A reply the server sent with HTTP 200 can still be unusable; each case is an error here, so the
+    call is a counted failure and never cached: a reply that is not an object or has no choices, a
+    choice or message of the wrong type, content that is null or empty (``finish_reason`` says why, e.g.
+    ``content_filter``), a content filter's refusal, token counts that are missing, not integers or
+    negative.
+
+    Raises:
+        ValueError: Naming the field and the value.
+    """
+    if not isinstance(reply, Mapping):
+        raise ValueError(f"reply must be a JSON object, got {type(reply).__name__}")
+    choices = reply.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ValueError(f"reply.choices must be a non-empty list of objects, got {choices!r:.120}")
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    if finish == "content_filter":
+        raise ValueError("the server's content filter withheld the answer (finish_reason 'content_filter')")
+    if "message" in choice:
+        message = choice["message"]
+        if not isinstance(message, Mapping):
+            raise ValueError(f"choices[0].message must be an object, got {message!r:.120}")
+        content = message.get("content")
+    else:
+        content = choice.get("text")
+    if content is None:
+        raise ValueError(f"the reply has no content (finish_reason {finish!r})")
+    text = _content_text(content)
+    if not text:
+        raise ValueError(f"the reply's content is empty (finish_reason {finish!r})")
+    usage = reply.get("usage")
+    if not isinstance(usage, Mapping) or "prompt_tokens" not in usage:
+        raise ValueError("reply has no 'usage' token counts, so the call's cost cannot be metered")
+    return text, _token_count(usage, "prompt_tokens"), _token_count(usage, "completion_tokens", 0), (
+        "length" if finish == "length" else "stop"
+    )

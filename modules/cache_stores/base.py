@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 import abc
+import json
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+
+def decode_value(where: object, key: str, raw: str | bytes) -> dict[str, Any] | None:
+    """A stored JSON value, or None (a miss, warned about with its key) when it is not JSON.
+
+    A damaged row must not stop every later run that replays the cache: the call is computed
+    again and its result replaces the row.
+    """
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        warnings.warn(
+            f"call cache {where}: entry {key} is not JSON ({exc}); it is computed again and replaced",
+            stacklevel=3,
+        )
+        return None
 
 
 class CacheStoreError(RuntimeError):
@@ -32,6 +50,18 @@ class CacheStore(abc.ABC):
     @abc.abstractmethod
     def put_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store all ``(key, value)`` pairs, replacing old values, in one transaction/round trip."""
+
+    def put_new_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+        """Store the pairs whose key is absent, never replacing a value; returns the keys it stored.
+
+        Stores shared between processes override this with one atomic insert-if-absent, so that a
+        value another writer stores in between is kept (this default reads, then writes).
+        """
+        pairs = list(items)
+        existing = self.get_many([k for k, _ in pairs]) if pairs else []
+        new = [(k, v) for (k, v), old in zip(pairs, existing, strict=True) if old is None]
+        self.put_many(new)
+        return [k for k, _ in new]
 
     @abc.abstractmethod
     def __len__(self) -> int:

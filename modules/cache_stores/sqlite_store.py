@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from modules.cache_stores.base import CacheStore, CacheStoreError
+from modules.cache_stores.base import CacheStore, CacheStoreError, decode_value
 
 #: SQLite limits the number of ``?`` parameters of one statement; batch lookups stay below it.
 _MAX_PARAMS = 500
@@ -94,7 +94,7 @@ class SQLiteStore(CacheStore):
                 marks = ",".join("?" * len(chunk))
                 rows = self._conn.execute(f"SELECT key, value FROM calls WHERE key IN ({marks})", chunk)
                 found.update(rows.fetchall())
-        return [json.loads(found[k]) if k in found else None for k in keys]
+        return [decode_value(self.path, k, found[k]) if k in found else None for k in keys]
 
     def put_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store all pairs in one transaction."""
@@ -107,6 +107,23 @@ class SQLiteStore(CacheStore):
                 "INSERT OR REPLACE INTO calls (key, value, created) VALUES (?, ?, ?)", rows
             )
             self._conn.commit()
+
+    def put_new_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
+        """Insert the pairs whose key is absent (``INSERT OR IGNORE``) in one transaction; returns them."""
+        now = time.time()
+        rows = [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False), now) for k, v in items]
+        stored: list[str] = []
+        if not rows:
+            return stored
+        with self._lock, self._errors():
+            for row in rows:
+                cursor = self._conn.execute(
+                    "INSERT OR IGNORE INTO calls (key, value, created) VALUES (?, ?, ?)", row
+                )
+                if cursor.rowcount == 1:
+                    stored.append(row[0])
+            self._conn.commit()
+        return stored
 
     def __len__(self) -> int:
         with self._lock, self._errors():

@@ -188,6 +188,8 @@ class ValidationCallback(BaseCallback):
     ) -> None:
         super().__init__(verbose)
         self.reward_shaper = reward_shaper
+        #: Asked at the end of training: True skips the final validation (an interrupted run).
+        self.skip_final: Callable[[], bool] = lambda: False
         self.check_summary = check_summary
         self.items = list(items)
         self.components = components
@@ -247,6 +249,8 @@ class ValidationCallback(BaseCallback):
             self.validate()
 
     def _on_training_end(self) -> None:
+        if self.skip_final():  # an interrupted run: save and go, validation runs when it resumes
+            return
         if self.last_eval_step != self.num_timesteps or self.best_score is None:
             self.validate()
 
@@ -428,18 +432,37 @@ class ValidationCallback(BaseCallback):
 
 
 class CheckpointCallback(BaseCallback):
-    """Save a resumable checkpoint every ``save_freq`` timesteps (at rollout ends) and at the end.
+    """Save a resumable checkpoint every ``save_freq`` timesteps and at the end.
+
+    Checkpoints are saved when a rollout *starts*: after the previous rollout's PPO update, so the
+    weights, the optimizer and the random streams are exactly those the next rollout begins with,
+    and a resumed run continues as the uninterrupted one would. Asked to stop (``stop_requested``,
+    a signal), it saves at the next rollout start and sets :attr:`stopped`; training then ends at
+    the next step without saving again.
 
     Args:
         save: ``save(model) -> Path`` writing the checkpoint (see ``policies.training.checkpoint``).
         save_freq: Timesteps between checkpoints.
+        stop_requested: Whether the run was asked to stop (None: never).
+
+    Attributes:
+        stopped: A stop was requested and its checkpoint saved.
+        last_save_step: ``num_timesteps`` of the last checkpoint.
     """
 
-    def __init__(self, save: Callable[[Any], Path], save_freq: int, verbose: int = 0) -> None:
+    def __init__(
+        self,
+        save: Callable[[Any], Path],
+        save_freq: int,
+        verbose: int = 0,
+        stop_requested: Callable[[], bool] | None = None,
+    ) -> None:
         super().__init__(verbose)
         self.save = save
         self.save_freq = int(save_freq)
+        self.stop_requested = stop_requested or (lambda: False)
         self.last_save_step = 0
+        self.stopped = False
 
     def _on_training_start(self) -> None:
         self.last_save_step = int(self.num_timesteps)
@@ -447,12 +470,16 @@ class CheckpointCallback(BaseCallback):
     def _on_step(self) -> bool:
         return True
 
-    def _on_rollout_end(self) -> None:
-        if self.num_timesteps - self.last_save_step >= self.save_freq:
+    def _on_rollout_start(self) -> None:
+        if self.stop_requested() and not self.stopped:
+            self._save()
+            self.stopped = True
+        elif self.num_timesteps - self.last_save_step >= self.save_freq:
             self._save()
 
     def _on_training_end(self) -> None:
-        self._save()
+        if not self.stopped:
+            self._save()
 
     def _save(self) -> None:
         path = self.save(self.model)

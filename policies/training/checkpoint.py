@@ -9,12 +9,17 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import random
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
+import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -22,6 +27,7 @@ from common.atomic import atomic_write_json
 from common.atomic_dir import recoverable_copy, write_dir_atomically
 from common.provenance import sha256_file
 from envs.config_schema import without_added_defaults
+from envs.router_env import jsonable
 
 MODEL_FILE = "model.zip"
 STATE_FILE = "state.json"
@@ -50,6 +56,24 @@ def config_hash(config: Mapping[str, Any], ignore: tuple[str, ...] = RESUME_FREE
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def accepted_config_hashes(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The config hashes a checkpoint of this config may carry.
+
+    :func:`config_hash`, and the hash of the same config under the run name it had when λ was
+    printed as written (``lam0.0`` for the default ``0.0``; run names now print λ in its shortest
+    form, ``lam0``), so that those runs still resume.
+    """
+    current = config_hash(config)
+    section = config.get("cost")
+    cost: Mapping[str, Any] = section if isinstance(section, Mapping) else {}
+    lam, name = cost.get("lambda"), str(config.get("run_name", ""))
+    if cost.get("lambdas") is None and isinstance(lam, float) and f"__lam{lam:g}__" in name:
+        legacy = config_hash({**config, "run_name": name.replace(f"__lam{lam:g}__", f"__lam{lam}__", 1)})
+        if legacy != current:
+            return current, legacy
+    return (current,)
+
+
 def save_checkpoint(
     path: Path, model: PPO, vec_env: VecEnv, callback_state: Mapping[str, Any], meta: Mapping[str, Any]
 ) -> Path:
@@ -66,6 +90,7 @@ def save_checkpoint(
         The checkpoint directory.
     """
     env_states = vec_env.env_method("training_state")
+    rng = rng_states()
 
     def fill(tmp: Path) -> None:
         model.save(tmp / MODEL_FILE)
@@ -77,12 +102,26 @@ def save_checkpoint(
                 # Outside the zip: resume checks the zip against it before unpickling anything.
                 "model_sha256": sha256_file(tmp / MODEL_FILE),
                 "envs": env_states,
+                "rng": rng,
+                # SB3's window of finished episodes behind rollout/ep_rew_mean (not in model.zip)
+                "ep_info_buffer": [jsonable(dict(info)) for info in model.ep_info_buffer or ()],
                 "validation": dict(callback_state),
                 **dict(meta),
             },
         )
 
-    write_dir_atomically(path, fill)
+    try:
+        write_dir_atomically(path, fill)
+    except OSError as exc:  # ENOSPC, EDQUOT, EIO: the previous checkpoint is untouched (atomic swap)
+        try:
+            kept = f"the previous checkpoint at step {checkpoint_step(path)} is intact at {path}"
+        except (OSError, CheckpointError, KeyError, ValueError):
+            kept = "no earlier checkpoint exists"
+        raise CheckpointError(
+            f"could not save the checkpoint at step {model.num_timesteps} to {path} "
+            f"({exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}); {kept}. "
+            "Free space and resume from it"
+        ) from exc
     return path
 
 
@@ -134,7 +173,9 @@ def checkpoint_step(path: Path) -> int:
     return int(read_state(path)["num_timesteps"])
 
 
-def check_checkpoint(path: Path, expected_hash: str, n_envs: int, *, warn: bool = True) -> dict[str, Any]:
+def check_checkpoint(
+    path: Path, expected_hash: str | tuple[str, ...], n_envs: int, *, warn: bool = True
+) -> dict[str, Any]:
     """Everything that can be checked about a checkpoint without loading it; returns its state.
 
     Runs before the run directory is touched, so a bad ``resume=`` changes nothing.
@@ -144,12 +185,20 @@ def check_checkpoint(path: Path, expected_hash: str, n_envs: int, *, warn: bool 
             or a ``model.zip`` whose sha256 differs from the one the run recorded.
     """
     state = read_state(path)
-    if int(state.get("version", -1)) != STATE_VERSION:
-        raise CheckpointError(f"{path / STATE_FILE}: unsupported state version {state.get('version')}")
-    if state.get("config_hash") != expected_hash:
+    try:
+        version = int(state.get("version", -1))
+    except (TypeError, ValueError):
+        version = None
+    if version != STATE_VERSION:
+        raise CheckpointError(
+            f"{path / STATE_FILE}: unsupported state version {state.get('version')!r} (this code reads "
+            f"{STATE_VERSION}); resume from a checkpoint this code wrote, or start the run again"
+        )
+    accepted = (expected_hash,) if isinstance(expected_hash, str) else expected_hash
+    if state.get("config_hash") not in accepted:
         raise CheckpointError(
             f"resume={path}: the checkpoint was trained with a different config (hash "
-            f"{state.get('config_hash')} != {expected_hash}); only train.*, wandb.* and resume may change "
+            f"{state.get('config_hash')} != {accepted[0]}); only train.*, wandb.* and resume may change "
             "when resuming"
         )
     if len(state.get("envs") or ()) != n_envs:
@@ -172,7 +221,7 @@ def check_checkpoint(path: Path, expected_hash: str, n_envs: int, *, warn: bool 
 
 
 def load_checkpoint(
-    path: Path, vec_env: VecEnv, device: str, expected_hash: str
+    path: Path, vec_env: VecEnv, device: str, expected_hash: str | tuple[str, ...]
 ) -> tuple[PPO, dict[str, Any]]:
     """Load a checkpoint into ``vec_env`` and return ``(model, state)``.
 
@@ -181,7 +230,48 @@ def load_checkpoint(
     """
     state = check_checkpoint(path, expected_hash, vec_env.num_envs, warn=False)
     envs = state["envs"]
+    # PPO.load seeds torch, numpy, random and the envs with the run's seed again ...
     model = PPO.load(path / MODEL_FILE, env=vec_env, device=device)
-    for i, env_state in enumerate(envs):
-        vec_env.env_method("load_training_state", env_state, indices=[i])
+    observations = [
+        vec_env.env_method("load_training_state", env_state, indices=[i])[0]
+        for i, env_state in enumerate(envs)
+    ]
+    if all(obs is not None for obs in observations):
+        # ... so learn() must not reset the envs (that would draw new questions from re-seeded
+        # generators): it continues from the observations the saved run was at.
+        model._last_obs = np.stack(observations)
+        model._last_episode_starts = np.asarray(vec_env.env_method("episode_started"), dtype=bool)
+    if state.get("ep_info_buffer") is not None:  # learn() keeps a buffer it finds (reset_num_timesteps=False)
+        model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=model._stats_window_size)
+        model.ep_success_buffer = deque(maxlen=model._stats_window_size)
+    if state.get("rng"):
+        # ... and the random streams PPO samples actions and minibatches from continue where they were.
+        restore_rng_states(state["rng"])
     return model, state
+
+
+def rng_states() -> dict[str, Any]:
+    """The process-wide random states a training run draws from (torch, numpy's global, Python's)."""
+    np_state = cast(tuple[Any, ...], np.random.get_state(legacy=True))
+    py_version, py_internal, py_gauss = random.getstate()
+    return {
+        "torch": base64.b64encode(torch.get_rng_state().numpy().tobytes()).decode("ascii"),
+        "numpy": [
+            str(np_state[0]),
+            [int(x) for x in np_state[1]],
+            int(np_state[2]),
+            int(np_state[3]),
+            float(np_state[4]),
+        ],
+        "python": [py_version, list(py_internal), py_gauss],
+    }
+
+
+def restore_rng_states(state: Mapping[str, Any]) -> None:
+    """Set the states :func:`rng_states` saved."""
+    raw = np.frombuffer(base64.b64decode(state["torch"]), dtype=np.uint8).copy()
+    torch.set_rng_state(torch.from_numpy(raw))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), int(pos), int(has_gauss), float(cached)))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))

@@ -16,8 +16,8 @@ CONFIG_DIR = PROJECT_ROOT / "configs"
 def lam_tag(cost_lambda: Any, cost_lambdas: Any = None) -> str:
     """The λ part of a run name: ``lam0.3``, or ``lamcond0-0.1-0.5`` for a λ-conditioned run.
 
-    The single-λ form prints λ as the config holds it (``lam0.0`` for ``0.0``), which keeps the
-    run names of earlier runs.
+    λ is printed in its shortest form (``lam0`` for ``0``, ``0.0`` and ``0.00``), so that Hydra's
+    ``-m`` sweep, a single run and the Ray sweep give one λ the same run name.
 
     Hydra resolves the run directory with this before it creates it, so the λ values are checked
     here: a rejected λ (``-1``, ``nan``, ``abc``, ``[]``) never leaves a ``…lam-1…`` directory.
@@ -30,7 +30,7 @@ def lam_tag(cost_lambda: Any, cost_lambdas: Any = None) -> str:
         weight = CostWeight.from_config({"lambdas": lams})
         return "lamcond" + "-".join(f"{x:g}" for x in weight.choices)
     CostWeight.from_config({"lambda": cost_lambda})
-    return f"lam{cost_lambda}"
+    return f"lam{float(cost_lambda):g}"
 
 
 def check_lambda_overrides(overrides: Sequence[str]) -> None:

@@ -6,7 +6,7 @@ import copy
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from policies.training.callbacks import (
     cache_counts,
 )
 from policies.training.checkpoint import (
+    accepted_config_hashes,
     check_checkpoint,
     checkpoint_step,
     config_hash,
@@ -38,7 +39,9 @@ from policies.training.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
+from policies.training.config import lam_tag
 from policies.training.failure_budget import FailureBudget
+from policies.training.interrupt import GracefulStop, StopOnSignal, TrainingInterrupted, resume_command
 from policies.training.progress_lines import ProgressLinesCallback
 from policies.training.rundir import check_run_dir, claim_run_dir
 from policies.training.settings import Config, parse_config
@@ -94,12 +97,24 @@ def _write_run_record(
         atomic_write_text(run_dir / ".hydra" / "overrides.yaml", yaml.safe_dump(overrides))
 
 
-def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) -> dict[str, Any]:
+#: ``report(metrics, checkpoint_dir)``: called after each checkpoint that follows a new validation.
+Reporter = Callable[[dict[str, float], Path], None]
+
+#: The validation numbers a reporter receives (when the validation has them).
+REPORTED_METRICS = ("f1", "em", "module_cost", "high_share", "p_high", "objective")
+
+
+def train(
+    cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None, report: Reporter | None = None
+) -> dict[str, Any]:
     """Train one router; return a summary dict (also written to ``run_dir/result.json``).
 
     Args:
         cfg: The resolved config (``OmegaConf.to_container(cfg, resolve=True)``).
         hydra_overrides: The command line's overrides (``train.py``), saved to ``.hydra/``.
+        report: Called with the latest validation (``score``, ``step`` and :data:`REPORTED_METRICS`)
+            and the checkpoint directory each time a checkpoint follows a new validation: how a
+            Ray Tune trial reports to its scheduler (``scale.sweep_ray``).
 
     Returns:
         ``run_name``, ``run_dir``, ``router`` (path), ``validation`` (best summary),
@@ -116,10 +131,11 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
 
     # -- checks that need no model: nothing is written into run_dir before they all pass --
     chash = config_hash(cfg)
+    accepted_hashes = accepted_config_hashes(cfg)
     # Resolve the checkpoint before loading any model, so a bad path fails in a second.
     ckpt = resolve_checkpoint(config.resume) if config.resume else None
     if ckpt is not None:
-        check_checkpoint(ckpt, chash, ts.n_envs)
+        check_checkpoint(ckpt, accepted_hashes, ts.n_envs)
     check_run_dir(run_dir, ckpt, config.overwrite)
     provenance = run_metadata(cfg, _data_files(config))
     csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
@@ -156,7 +172,16 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         if ts.torch_threads:
             torch.set_num_threads(ts.torch_threads)
         vec_env = build_vec_env(train_items, cfg, ts.n_envs, seed, ts.vec_env, components)
-        tracker = Tracker(run_dir, run_name, ws, redact(cfg), verbose=ts.verbose, csv_name=csv_name)
+        weight = components.cost_weight.to_metadata()
+        tags = [
+            components.benchmark,
+            config.strategy.name,
+            lam_tag(weight["cost_lambda"], weight["cost_lambdas"] or None),
+            f"seed{seed}",
+        ]
+        tracker = Tracker(
+            run_dir, run_name, ws, redact(cfg), verbose=ts.verbose, csv_name=csv_name, tags=tags
+        )
         budget = FailureBudget(ts.max_failure_rate, str(redact(dict(config.backend))))
         hits0, miss0 = cache_counts(components.cache)
 
@@ -177,13 +202,23 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         )
         ckpt_dir = run_dir / "checkpoints" / "last"
 
+        reported = {"step": -1}
+
         def save(model: PPO) -> Path:
             meta = {"run_name": run_name, "config_hash": chash}
-            return save_checkpoint(ckpt_dir, model, vec_env, validation.state_dict(), meta)
+            path = save_checkpoint(ckpt_dir, model, vec_env, validation.state_dict(), meta)
+            last = validation.history[-1] if validation.history else None
+            if report is not None and last is not None and last["step"] > reported["step"]:
+                reported["step"] = last["step"]
+                metrics = {"score": float(last["score"]), "step": float(last["step"])}
+                numbers = {k: last.get(k) for k in REPORTED_METRICS}
+                metrics |= {k: float(v) for k, v in numbers.items() if isinstance(v, int | float)}
+                report(metrics, path)
+            return path
 
         # -- model: fresh or resumed -----------------------------------------------------
         if ckpt is not None:
-            model, state = load_checkpoint(ckpt, vec_env, ts.device, chash)
+            model, state = load_checkpoint(ckpt, vec_env, ts.device, accepted_hashes)
             validation.load_state_dict(state["validation"])
             print(f"resuming from {ckpt} at step {model.num_timesteps}")
         else:
@@ -207,27 +242,39 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
             )
         model.set_logger(tracker.logger)
         remaining = ts.total_timesteps - int(model.num_timesteps)
+        stop = GracefulStop()
+        checkpoints = CheckpointCallback(save, ts.checkpoint_freq, stop_requested=lambda: stop.requested)
+        validation.skip_final = lambda: checkpoints.stopped
         callbacks = CallbackList(
             [
+                StopOnSignal(lambda: checkpoints.stopped),
                 EpisodeStatsCallback(components.cache, episodes_path=run_dir / episodes_name),
                 # After the episode statistics (it prints them), before validation (it announces it).
                 *([ProgressLinesCallback(ts.total_timesteps)] if lines else []),
                 budget,
                 validation,
-                CheckpointCallback(save, ts.checkpoint_freq),
+                checkpoints,
             ]
         )
         t1 = time.perf_counter()
         if remaining > 0:
-            model.learn(
-                total_timesteps=remaining,
-                callback=callbacks,
-                progress_bar=bar,
-                reset_num_timesteps=ckpt is None,
-                log_interval=1,
-            )
+            with stop.installed():
+                model.learn(
+                    total_timesteps=remaining,
+                    callback=callbacks,
+                    progress_bar=bar,
+                    reset_num_timesteps=ckpt is None,
+                    log_interval=1,
+                )
             # The final validation runs in on_training_end, after SB3's last dump.
             tracker.logger.dump(model.num_timesteps)
+            if checkpoints.stopped and stop.signal_name is not None:
+                command = resume_command(redact_argv(list(hydra_overrides or [])), run_dir)
+                raise TrainingInterrupted(
+                    f"{stop.signal_name} at step {checkpoints.last_save_step}: checkpoint saved to "
+                    f"{ckpt_dir}; continue with: {command}",
+                    stop.signal_name,
+                )
         else:
             print(
                 f"nothing to do: the checkpoint is at {model.num_timesteps} >= {ts.total_timesteps} timesteps"
@@ -274,6 +321,21 @@ def train(cfg: Mapping[str, Any], hydra_overrides: Sequence[str] | None = None) 
         atomic_write_json(run_dir / "result.json", result)
         tracker.summary(
             {f"best/{k}": v for k, v in result["validation"].items() if isinstance(v, (int, float))}
+            | {
+                "verdict": " ".join(final_lines(verdict, validation.best_summary is not None)),
+                "llm_calls": calls,
+                "llm_calls_replayed": hits1 - hits0,
+                "llm_calls_computed": miss1 - miss0,
+                "wall_s": result["wall_s"],
+                "timesteps": result["timesteps"],
+                "router": result["router"],
+            }
+        )
+        tracker.log_outputs(
+            validation.router_dir,
+            ckpt_dir,
+            [md_report, run_dir / "validation.json", run_dir / episodes_name, run_dir / "result.json"],
+            {"config": redact(cfg), "validation": result["validation"], "timesteps": result["timesteps"]},
         )
         _print_result(result, md_report)
         print(budget.final_line())

@@ -28,14 +28,17 @@ class TrainSettings:
 
     #: PPO timesteps; an episode is 5 (one per module).
     total_timesteps: int = 300
+    #: Parallel environments (each a copy of the pipeline, or one batched pipeline).
     n_envs: int = 2
     #: dummy | subproc (components per worker) | batched (LLM calls of the n_envs sent as one batch).
     vec_env: str = "dummy"
     #: Training questions (round-robin over the split's histories); null = all.
     train_limit: int | None = 12
+    #: The split training questions come from.
     train_split: str = "train"
     #: Held-out validation questions for checkpoint selection; null = all.
     val_limit: int | None = 10
+    #: The split validation questions come from.
     val_split: str = "val"
     #: Validate every N timesteps (and always once at the end).
     eval_freq: int = 150
@@ -43,9 +46,11 @@ class TrainSettings:
     checkpoint_freq: int = 150
     #: objective (validation r_task + λ·α·r_cost) | f1 | em | judge: picks the best router.
     select_metric: str = "objective"
+    #: SB3's progress bar in a terminal; plain progress lines when stdout is a file or pipe.
     progress_bar: bool = True
     #: Torch threads of PPO's tiny MLP (set after the memories are built with all cores).
     torch_threads: int | None = 1
+    #: Torch device of the PPO networks (cpu: the router is tiny; the LLMs choose their own).
     device: str = "cpu"
     #: 1 prints SB3's log table after each update.
     verbose: int = 0
@@ -88,8 +93,11 @@ class PolicySettings:
     hidden: int = 256
     #: Shared trunk output.
     latent: int = 256
+    #: Hidden layers of the actor head after the trunk.
     pi_layers: list[int] = field(default_factory=lambda: [128])
+    #: Hidden layers of the critic head after the trunk.
     vf_layers: list[int] = field(default_factory=lambda: [128])
+    #: relu | tanh | gelu: the activation of every layer.
     activation: str = "relu"
 
     def __post_init__(self) -> None:
@@ -104,18 +112,27 @@ class PPOSettings:
     would be ~400 episodes per update (SB3#1846).
     """
 
+    #: Adam step size.
     learning_rate: float = 3e-4
     #: Steps per env and update: 10 × n_envs steps = 2 × n_envs episodes.
     n_steps: int = 10
+    #: Minibatch size (> 1: advantages are normalised per minibatch).
     batch_size: int = 20
+    #: Passes over each rollout.
     n_epochs: int = 4
     #: The only reward is terminal: no discounting within a 5-step episode.
     gamma: float = 1.0
+    #: GAE's bias-variance trade-off.
     gae_lambda: float = 0.95
+    #: PPO's clipping of the policy ratio.
     clip_range: float = 0.2
+    #: Entropy bonus: more keeps the policy exploring dear tiers for longer.
     ent_coef: float = 0.01
+    #: Weight of the value loss.
     vf_coef: float = 0.5
+    #: Gradient-norm clip.
     max_grad_norm: float = 0.5
+    #: Normalise advantages per minibatch.
     normalize_advantage: bool = True
     policy: PolicySettings = field(default_factory=PolicySettings)
 
@@ -137,10 +154,13 @@ class WandbSettings:
 
     #: disabled | offline | online (``off`` = disabled).
     mode: str = "disabled"
+    #: The wandb project runs are logged to.
     project: str = "budget-router"
+    #: The wandb team or user (null: your default entity).
     entity: str | None = None
     #: Default: the benchmark/strategy pair.
     group: str | None = None
+    #: Tags on every run, e.g. ``[sweep, cpu]``.
     tags: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -160,10 +180,13 @@ class WandbSettings:
 class Config(EnvConfig):
     """The training config: ``configs/config.yaml`` composed on this schema."""
 
+    #: Seeds PPO, the environments and the λ draws (question selection has its own ``question_bank.seed``).
     seed: int = 0
     #: ``{benchmark}__{strategy}__lam{λ}__s{seed}`` (configs/config.yaml); every run writes runs_dir/run_name.
     run_name: str = MISSING
+    #: Where run directories are created.
     runs_dir: str = "runs"
+    #: ``runs_dir/run_name`` (configs/config.yaml); set it to write a run somewhere else.
     run_dir: str = MISSING
     #: A run dir or a checkpoint dir (…/checkpoints/last) to continue.
     resume: str | None = None
@@ -172,6 +195,12 @@ class Config(EnvConfig):
     train: TrainSettings = field(default_factory=TrainSettings)
     ppo: PPOSettings = field(default_factory=PPOSettings)
     wandb: WandbSettings = field(default_factory=WandbSettings)
+
+    def __post_init__(self) -> None:
+        # numpy's and Gymnasium's seeding refuse a negative seed, but only once the environments
+        # exist; checked here, the launch fails before anything is written.
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"config seed must be an integer >= 0, got {self.seed!r}")
 
 
 def parse_config(cfg: Mapping[str, Any]) -> Config:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,14 @@ def render_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+#: The environment variable that names the sweep a run belongs to (set by Hydra's ``-m`` through
+#: :class:`SweepSummaryCallback` and by ``scale.sweep_ray``'s trials; unset for a single run).
+SWEEP_ENV = "BUDGET_ROUTER_SWEEP"
+#: The command that launched a run from elsewhere (a Ray trial: the sweep's command line, as JSON), which
+#: trackers record instead of the worker process's own arguments.
+LAUNCH_ENV = "BUDGET_ROUTER_LAUNCH_ARGV"
+
+
 class SweepSummaryCallback(Callback):
     """Collect each multirun job's result and keep a CSV summary up to date.
 
@@ -110,6 +119,8 @@ class SweepSummaryCallback(Callback):
         """Name this sweep's CSV after its start time."""
         self.rows = []
         self.path = self.summary_dir / f"sweep-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+        # Every job of this sweep carries its name (the wandb group and tag; policies.training.tracking).
+        os.environ[SWEEP_ENV] = self.path.stem
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Redact secrets from the ``multirun.yaml`` Hydra's sweeper wrote before the first job."""

@@ -13,11 +13,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
 from envs.factory import make_env
 from envs.reward import RewardShaper
-from envs.router_env import MemoryRouterEnv, jsonable
+from envs.router_env import MemoryRouterEnv
+from policies.training.interrupt import ignore_interrupts_in_worker
 
 
 class TrainingStateWrapper(gym.Wrapper):
-    """Expose the env state a resumed run needs (reward shaper, question-order RNG).
+    """Expose the env state a resumed run needs to continue exactly where the checkpoint was saved.
 
     ``VecEnv.env_method`` reaches these methods in-process and in subprocesses alike.
     """
@@ -29,20 +30,44 @@ class TrainingStateWrapper(gym.Wrapper):
         return env
 
     def training_state(self) -> dict[str, Any]:
-        """Reward-shaper state and the question-order RNG state (JSON-friendly)."""
+        """The current episode's resume point (the env state before its reset, the actions since)."""
         env = self._router_env()
-        return {
-            "reward_shaper": env.reward_shaper.state_dict(),
-            "np_random": jsonable(env.np_random.bit_generator.state),
-        }
+        point = env.resume_point()
+        if point is None:  # never reset: the state as it is
+            point = {"state": env.state_dict(), "options": None, "actions": []}
+        # "reward_shaper" at the top too: validation reads the statistics from here (see below).
+        return {"resume_point": point, "reward_shaper": env.reward_shaper.state_dict()}
 
-    def load_training_state(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`training_state` saved."""
+    def load_training_state(self, state: Mapping[str, Any]) -> np.ndarray | None:
+        """Restore :meth:`training_state`: the state before the episode, its reset, its actions again.
+
+        Returns:
+            The observation the training loop was at (the run continues from it without a reset),
+            or None for a checkpoint without a resume point (an older one: reward statistics and
+            the question-order RNG are restored, and training starts a new episode).
+        """
         env = self._router_env()
-        env.reward_shaper.load_state_dict(state["reward_shaper"])
-        rng = np.random.Generator(np.random.PCG64())
-        rng.bit_generator.state = state["np_random"]
-        env.np_random = rng
+        point = state.get("resume_point")
+        if point is None:
+            env.reward_shaper.load_state_dict(state["reward_shaper"])
+            rng = np.random.Generator(np.random.PCG64())
+            rng.bit_generator.state = state["np_random"]
+            env.np_random = rng
+            return None
+        env.load_state_dict(point["state"])
+        if point["options"] is None:
+            return None  # the env had not started an episode
+        obs, _ = self.env.reset(options=point["options"] or None)
+        for action in point["actions"]:
+            obs, _reward, done, _truncated, _info = self.env.step(action)
+            if done:
+                raise RuntimeError("a resume point's actions end an episode; the checkpoint is inconsistent")
+        return np.asarray(obs)
+
+    def episode_started(self) -> bool:
+        """Whether the current episode has taken no step yet (SB3's ``episode_starts`` flag)."""
+        point = self._router_env().resume_point()
+        return point is None or not point["actions"]
 
 
 def sync_reward_statistics(training_env: VecEnv, shaper: RewardShaper) -> None:
@@ -79,6 +104,16 @@ def worker_thunk(
     return thunk
 
 
+def _in_worker_process(thunk: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+    """``thunk`` run in a subprocess worker that leaves Ctrl-C to the parent (which saves first)."""
+
+    def run() -> gym.Env:
+        ignore_interrupts_in_worker()
+        return thunk()
+
+    return run
+
+
 def build_vec_env(
     items: Sequence[Any], cfg: Mapping[str, Any], n_envs: int, seed: int, kind: str, components: Any
 ) -> VecEnv:
@@ -91,7 +126,8 @@ def build_vec_env(
         return DummyVecEnv([worker_thunk(items, cfg, i, seed, components) for i in range(n_envs)])
     if kind == "subproc":
         return SubprocVecEnv(
-            [worker_thunk(items, cfg, i, seed, None) for i in range(n_envs)], start_method="spawn"
+            [_in_worker_process(worker_thunk(items, cfg, i, seed, None)) for i in range(n_envs)],
+            start_method="spawn",
         )
     if kind == "batched":
         # Same envs as "dummy", but concurrent LLM calls of the N envs reach the backend as one batch.

@@ -116,8 +116,9 @@ def fixed_path_verdict(
         f"A per-question choice among these paths (oracle) would score {task_metric} "
         f"{float(oracle.mean()):.4f} vs {float(own.mean()):.4f}: {improvable} of {n} questions answer better "
         "on another path. A router earns its keep only where the observation tells those questions apart; "
-        "`python evaluate.py routability` measures whether it can on a frontier run's records (RESULTS.md, "
-        "'Session 21': on the committed LoCoMo, HotpotQA and LongMemEval test records it cannot)."
+        "`python evaluate.py routability` measures whether it can on a frontier run's records "
+        "(docs/results/routability.md: on the committed LoCoMo, HotpotQA and LongMemEval test records "
+        "it cannot)."
     )
     return {
         "router_path": path_name(path),

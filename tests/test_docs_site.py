@@ -1,0 +1,98 @@
+"""The documentation site's generated pages match the code (docs/hooks.py).
+
+The configuration reference must list every key the composed config has and nothing else, each with its
+comment; the CLI reference every ``evaluate.py`` command and every option its ``--help`` shows; the results
+tables come from the committed ``frontier.csv`` files the pages name. ``make docs-build`` (CI) builds the
+whole site with ``--strict``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def hooks() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _leaves(value: Any, prefix: str = "") -> list[str]:
+    if isinstance(value, dict) and value:
+        return [leaf for k, v in value.items() for leaf in _leaves(v, f"{prefix}{k}.")]
+    return [prefix.rstrip(".")]
+
+
+def test_config_reference_lists_every_key_of_the_composed_config(hooks) -> None:
+    from policies.training.config import load_config
+
+    page = hooks.config_reference()
+    documented = {m.group(1) for m in re.finditer(r"^\| `([\w.]+)` \|", page, re.M)}
+    composed = load_config()
+    for leaf in _leaves(composed):
+        # free-form dicts (backend options, benchmark options, ...) are documented as the dict key itself
+        assert any(leaf == key or leaf.startswith(key + ".") for key in documented), (
+            f"{leaf} is not in the reference"
+        )
+    for key in documented:
+        node: Any = composed
+        for part in key.split("."):
+            assert isinstance(node, dict) and part in node, (
+                f"the reference lists {key}, which the config lacks"
+            )
+            node = node[part]
+
+
+def test_every_config_key_is_explained(hooks) -> None:
+    rows = hooks.config_keys()
+    assert len(rows) > 60
+    unexplained = [key for key, _type, _default, comment in rows if not comment.strip()]
+    assert not unexplained, f"schema fields without a `#:` comment: {unexplained}"
+    by_key = {key: comment for key, _t, _d, comment in rows}
+    assert "reward = r_task" in by_key["cost.lambda"]  # the field added by name has its comment too
+
+
+def test_cli_reference_lists_every_command_and_option(hooks) -> None:
+    import evaluate
+
+    page = hooks.cli_reference()
+    for name in evaluate.COMMANDS:
+        assert f"\n## {name}\n" in page, f"evaluate.py {name} is not in the reference"
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stop:
+            evaluate.main([name, "--help"])
+        assert stop.value.code == 0
+        section = page.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
+        # the options list of --help: one option per line, indented ("  --limit LIMIT  help", "  -h, --help")
+        shown = set(re.findall(r"^\s+(?:-\w[ ,\w]*, )?(--[a-z][\w-]*)", out.getvalue(), re.M)) - {"--help"}
+        assert shown, f"evaluate.py {name} --help shows no options"
+        for option in shown:
+            assert f"`{option}`" in section, f"evaluate.py {name} {option} is not in the reference"
+
+
+def test_results_tables_come_from_the_committed_frontier_files(hooks) -> None:
+    pages = sorted((ROOT / "docs" / "results").glob("*.md"))
+    marks = [m.group(1) for p in pages for m in hooks.FRONTIER_MARK.finditer(p.read_text())]
+    assert {
+        "results/frontier/locomo-test-cpu_quality-150q-seeds-sm",
+        "results/frontier/hotpotqa-test-cpu_quality-40q-bf",
+        "results/frontier/longmemeval_oracle-test-cpu_quality-105q-bl",
+    } <= set(marks)
+    for mark in marks:
+        table = hooks.frontier_table(mark)
+        csv_rows = (ROOT / mark / "frontier.csv").read_text().count("\n") - 1
+        assert table.count("\n") - 1 == csv_rows, f"{mark}: the table drops systems"
+    with pytest.raises(FileNotFoundError, match=r"no frontier\.csv"):
+        hooks.frontier_table("results/frontier/not-there")
