@@ -304,8 +304,10 @@ def run_sweep(
         try:
 
             class _Summary(tune.Callback):
+                # Tune pickles its callbacks into tuner.pkl: this one holds the public overrides only
+                # and reads the secret ones back from the driver's environment when it runs.
                 def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **kw: Any) -> None:
-                    _write_summary(summary_path, grid, overrides, runs)
+                    _write_summary(summary_path, grid, reveal_secret_overrides(public_overrides), runs)
 
             trainable = tune.with_resources(_tune_trainable(train_fn), {"cpu": cpus_per_trial})
             experiment = sweep_dir / "tune" / sweep_name

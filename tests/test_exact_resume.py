@@ -82,8 +82,8 @@ def _assert_same_run(a: Path, b: Path) -> None:
 @needs_locomo
 @pytest.mark.parametrize(
     ("ppo", "stop_at", "total"),
-    [(ALIGNED, 40, 100), (MID_EPISODE, 28, 70)],
-    ids=["boundary", "mid-episode"],
+    [(ALIGNED, 40, 100), (MID_EPISODE, 28, 70), ((*MID_EPISODE, "train.vec_env=subproc"), 28, 70)],
+    ids=["boundary", "mid-episode", "subprocess-workers"],
 )
 def test_a_stopped_and_resumed_run_equals_the_uninterrupted_one(tmp_path, ppo, stop_at, total):
     whole, pieces = tmp_path / "whole", tmp_path / "pieces"

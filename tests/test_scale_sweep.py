@@ -95,6 +95,12 @@ def test_ray_sweep_survives_a_killed_worker_and_resumes(tmp_path: Path) -> None:
     mtime = (victim / "result.json").stat().st_mtime
     again = run_sweep([0.0, 0.5], [0], overrides, runs_dir=runs, sweep_name="t")
     assert again["skipped"] == 2 and (victim / "result.json").stat().st_mtime == mtime
+    # The killed and retried trial resumed exactly (issue 49, item 6): it equals the same run uninterrupted.
+    from tests.test_exact_resume import _assert_same_run
+
+    whole = tmp_path / "whole"
+    run_trial(overrides, 0.5, 0, whole)
+    _assert_same_run(Path(trial_config(overrides, 0.5, 0, whole)["run_dir"]), victim)
 
 
 def test_secret_overrides_reach_trials_through_the_environment_not_tunes_state(monkeypatch) -> None:
@@ -245,3 +251,26 @@ def test_the_sweep_table_says_why_a_trial_has_no_result(tmp_path: Path) -> None:
     grid = [(0.0, 0), (0.5, 0), (1.0, 0)]
     rows = _write_summary(tmp_path / "sweep.csv", grid, _overrides(tmp_path), tmp_path / "runs", notes)
     assert [r["status"] for r in rows] == ["unfinished", notes[(0.5, 0)], notes[(1.0, 0)]]
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_a_sweep_writes_no_secret_into_tunes_state_or_rays_temp_dir(tmp_path: Path) -> None:
+    """Issue 49, item 13: a secret given as a sweep override must reach no file Tune or Ray writes."""
+    _require_ray()
+    import subprocess
+    import tempfile
+
+    secret = "sk-LEAK-RAY-8"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths
+    cmd = _ray_sweep_cli(tmp_path, "--lambdas", "0", "--name", "leak")
+    cmd.append(f"+judge.backend.api_key={secret}")  # the judge is off: the run needs no such server
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp)}
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert secret not in out.stdout + out.stderr
+    roots = (tmp_path, ray_tmp)
+    written = [p for root in roots for p in root.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert any("tune" in str(p) for p in written) and any("session" in str(p) for p in written)
+    leaked = [p for p in written if secret.encode() in p.read_bytes()]
+    assert not leaked, leaked[:5]

@@ -14,7 +14,7 @@ import hashlib
 import json
 import random
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -91,6 +91,18 @@ def save_checkpoint(
     """
     env_states = vec_env.env_method("training_state")
     rng = rng_states()
+    # What the logger holds but has not written yet (the last update's train/* values, which SB3 dumps
+    # with the next rollout's row): a resumed run records them again, so its first row is complete.
+    logger = getattr(model, "_logger", None)
+    pending: dict[str, list[Any]] = {}
+    if logger is not None:
+        for key, value in logger.name_to_value.items():
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                continue
+            # the type too: the CSV writes a float32 (SB3's approx_kl) and an int (n_updates) their own way
+            kind = type(value).__name__ if isinstance(value, int | float) else np.asarray(value).dtype.name
+            pending[key] = [value.item() if isinstance(value, np.number) else value, kind]
+            pending[key].append(list(logger.name_to_excluded.get(key) or ()))
 
     def fill(tmp: Path) -> None:
         model.save(tmp / MODEL_FILE)
@@ -103,6 +115,7 @@ def save_checkpoint(
                 "model_sha256": sha256_file(tmp / MODEL_FILE),
                 "envs": env_states,
                 "rng": rng,
+                "pending_log": pending,
                 # SB3's window of finished episodes behind rollout/ep_rew_mean (not in model.zip)
                 "ep_info_buffer": [jsonable(dict(info)) for info in model.ep_info_buffer or ()],
                 "validation": dict(callback_state),
@@ -248,6 +261,16 @@ def load_checkpoint(
         # ... and the random streams PPO samples actions and minibatches from continue where they were.
         restore_rng_states(state["rng"])
     return model, state
+
+
+def pending_log_value(entry: Sequence[Any]) -> tuple[Any, tuple[str, ...] | None]:
+    """``(value, exclude)`` of a ``pending_log`` entry, in the type SB3 had recorded it."""
+    value, kind, exclude = entry
+    if kind in ("int", "float"):
+        restored: Any = int(value) if kind == "int" else float(value)
+    else:
+        restored = np.dtype(kind).type(value)
+    return restored, tuple(exclude) or None
 
 
 def rng_states() -> dict[str, Any]:

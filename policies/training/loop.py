@@ -36,6 +36,7 @@ from policies.training.checkpoint import (
     checkpoint_step,
     config_hash,
     load_checkpoint,
+    pending_log_value,
     resolve_checkpoint,
     save_checkpoint,
 )
@@ -45,7 +46,7 @@ from policies.training.interrupt import GracefulStop, StopOnSignal, TrainingInte
 from policies.training.progress_lines import ProgressLinesCallback
 from policies.training.rundir import check_run_dir, claim_run_dir
 from policies.training.settings import Config, parse_config
-from policies.training.tracking import Tracker
+from policies.training.tracking import Tracker, trim_logs_after
 from policies.training.vec_env import build_vec_env
 
 
@@ -165,6 +166,9 @@ def train(
         if ckpt is not None and ckpt.parent == run_dir / "checkpoints" and ckpt.name != "last":
             ckpt = run_dir / "checkpoints" / "last"  # the interrupted swap's copy, now restored
         _write_run_record(run_dir, cfg, provenance, hydra_overrides)
+        if ckpt is not None:  # the logs describe the run the checkpoint holds, nothing it lost
+            for line in trim_logs_after(run_dir, checkpoint_step(ckpt)):
+                print(f"resume: {line}")
         t_setup = time.perf_counter() - t0
 
         # After the memories are built (the encoder may use every core), before the policy exists:
@@ -241,6 +245,10 @@ def train(
                 **ps.ppo_kwargs(),
             )
         model.set_logger(tracker.logger)
+        if ckpt is not None:  # the last update's values, which the saved run had not written yet
+            for key, entry in (state.get("pending_log") or {}).items():
+                value, exclude = pending_log_value(entry)
+                tracker.logger.record(key, value, exclude=exclude)
         remaining = ts.total_timesteps - int(model.num_timesteps)
         stop = GracefulStop()
         checkpoints = CheckpointCallback(save, ts.checkpoint_freq, stop_requested=lambda: stop.requested)

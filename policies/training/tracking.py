@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import sys
@@ -178,6 +179,47 @@ def redacted_process_args() -> Iterator[None]:
         yield
     finally:
         sys.argv = original
+
+
+def trim_logs_after(run_dir: Path, step: int) -> list[str]:
+    """Drop what a run logged after the checkpoint it resumes from (work the checkpoint does not hold).
+
+    A run killed between two checkpoints logged rollouts and episodes the checkpoint does not include;
+    the resumed run does them again. Rows of ``progress*.csv`` past ``step`` go, and so do rows that hold
+    no rollout (an end-of-run dump of the last update's values, which the resumed run records again);
+    lines of ``episodes*.jsonl`` past ``step`` go. Files are rewritten atomically.
+
+    Returns:
+        One line per file that was trimmed.
+    """
+    import csv
+
+    lines = []
+    for path in sorted(run_dir.glob("progress*.csv")):
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            fields, rows = reader.fieldnames or [], list(reader)
+        # a row without a rollout is an end-of-run dump of values the resumed run records again
+        kept = [
+            r
+            for r in rows
+            if r.get("rollout/episodes")
+            and (not r.get("time/total_timesteps") or float(r["time/total_timesteps"]) <= step)
+        ]
+        if len(kept) != len(rows):
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")  # as SB3 writes it
+            writer.writeheader()
+            writer.writerows(kept)
+            atomic_write_text(path, out.getvalue())
+            lines.append(f"{path.name}: dropped {len(rows) - len(kept)} rows logged after step {step}")
+    for path in sorted(run_dir.glob("episodes*.jsonl")):
+        old = path.read_text(encoding="utf-8").splitlines()
+        new = [line for line in old if line.strip() and json.loads(line).get("step", 0) <= step]
+        if len(new) != len(old):
+            atomic_write_text(path, "".join(line + "\n" for line in new))
+            lines.append(f"{path.name}: dropped {len(old) - len(new)} episodes logged after step {step}")
+    return lines
 
 
 def _artifact_name(run_name: str) -> str:
