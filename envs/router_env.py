@@ -103,7 +103,7 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         if seed is not None:
             self._reseed(seed)
         options = options or {}
-        self._resume_point = {"state": self.state_dict(), "options": jsonable(options), "actions": []}
+        self._resume_point = {"state": self.position_state(), "options": jsonable(options), "actions": []}
         if "index" in options:
             idx = int(options["index"])
             if not 0 <= idx < len(self.items):
@@ -173,8 +173,11 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
         That is the reward-shaper statistics, the question-order RNG, and the current epoch's
         permutation and position in it.
         """
+        return {"reward_shaper": self.reward_shaper.state_dict(), **self.position_state()}
+
+    def position_state(self) -> dict[str, Any]:
+        """:meth:`state_dict` without the reward statistics: where the question order stands."""
         return {
-            "reward_shaper": self.reward_shaper.state_dict(),
             "np_random": jsonable(self.np_random.bit_generator.state),
             "order": [int(i) for i in self._order],
             "cursor": self._cursor,
@@ -185,8 +188,9 @@ class MemoryRouterEnv(gym.Env[np.ndarray, np.int64]):
     def resume_point(self) -> dict[str, Any] | None:
         """Where the current episode started and what was done since (None before the first reset).
 
-        ``state`` is :meth:`state_dict` just before the episode's ``reset``, so restoring it and
-        resetting draws the same question and λ again; ``actions`` are the tiers taken since.
+        ``state`` is :meth:`position_state` just before the episode's ``reset``, so restoring it and
+        resetting draws the same question and λ again; ``actions`` are the tiers taken since. The
+        reward statistics are not in it: no episode ended since the reset, so they are the current ones.
         """
         return copy.deepcopy(self._resume_point)
 

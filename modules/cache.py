@@ -245,7 +245,6 @@ class CachedLLM:
             seen.add(key)
         return out
 
-
     def _report_invalid_row(self, key: str, exc: InvalidResult) -> None:
         if key in self.invalid_rows:
             return

@@ -328,9 +328,8 @@ def import_pack(pack_path: str | Path, cache: Any, *, allow_version_mismatch: bo
             present += 1
         else:
             conflicts.append(key)
-    new = [k for k, _ in pack.entries if k in stored]
     bases = [str(b.get("file")) for b in pack.manifest.get("base_packs") or []]
-    return ImportReport(pack.path, len(pack.entries), len(new), present, conflicts, mismatch, bases)
+    return ImportReport(pack.path, len(pack.entries), len(stored), present, conflicts, mismatch, bases)
 
 
 def cache_summary_line(cache: Any, *, hits0: int = 0, misses0: int = 0) -> str:

@@ -173,35 +173,39 @@ def test_resume_refuses_a_replaced_model_zip_before_unpickling_it(finished, tmp_
     assert snapshot(run) == before
 
 
-@needs_locomo
-@pytest.mark.parametrize(
-    "damage", [lambda b: b[: len(b) // 2], lambda b: b"\xff\xfe" + b], ids=["truncated", "not-utf8"]
-)
-def test_damaged_state_json_is_named_with_the_fix(finished, tmp_path, damage):
+def _damaged_state_refuses_resume(finished, tmp_path, damage, match) -> None:
+    """Rewrite the copied run's ``state.json`` with ``damage``: resuming fails with ``match(state)``
+    and leaves every file of the run as it was."""
     from policies.training.loop import train
 
     run = _copy(finished, tmp_path)
     state = run / "checkpoints" / "last" / "state.json"
     state.write_bytes(damage(state.read_bytes()))
     before = snapshot(run)
-    with pytest.raises(CheckpointError, match=rf"{state}.*is damaged.*delete {state.parent}"):
+    with pytest.raises(CheckpointError, match=match(state)):
         train(config(tmp_path, f"resume={run}", "train.total_timesteps=60"))
     assert snapshot(run) == before
 
 
 @needs_locomo
+@pytest.mark.parametrize(
+    "damage", [lambda b: b[: len(b) // 2], lambda b: b"\xff\xfe" + b], ids=["truncated", "not-utf8"]
+)
+def test_damaged_state_json_is_named_with_the_fix(finished, tmp_path, damage):
+    _damaged_state_refuses_resume(
+        finished, tmp_path, damage, lambda state: rf"{state}.*is damaged.*delete {state.parent}"
+    )
+
+
+@needs_locomo
 def test_a_state_version_that_is_not_a_number_is_named(finished, tmp_path):
     """Issue 49, item 9: ``state.json`` with ``version: "x"`` gave a raw ValueError."""
-    from policies.training.loop import train
-
-    run = _copy(finished, tmp_path)
-    state = run / "checkpoints" / "last" / "state.json"
-    data = json.loads(state.read_text())
-    state.write_text(json.dumps({**data, "version": "x"}))
-    before = snapshot(run)
-    with pytest.raises(CheckpointError, match=rf"{state}: unsupported state version 'x'"):
-        train(config(tmp_path, f"resume={run}", "train.total_timesteps=60"))
-    assert snapshot(run) == before
+    _damaged_state_refuses_resume(
+        finished,
+        tmp_path,
+        lambda raw: json.dumps({**json.loads(raw), "version": "x"}).encode(),
+        lambda state: rf"{state}: unsupported state version 'x'",
+    )
 
 
 @needs_locomo

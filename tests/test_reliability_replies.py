@@ -186,12 +186,17 @@ def test_a_cache_row_that_is_not_an_object_is_a_miss(server, tmp_path) -> None:
     assert result.ok and not result.cached
 
 
-def test_a_pack_with_an_invalid_value_is_refused_before_anything_is_written(server, tmp_path) -> None:
-    url, _replies = server
+def _source_cache(url: str, tmp_path: Path) -> tuple[Path, str]:
+    """A cache with two healthy calls from the server; returns its path and REQUEST's key."""
     source = tmp_path / "source.sqlite"
     llm = _llm(url, CallCache(source))
     llm.generate([REQUEST, GenerationRequest(prompt="another")], tags=TAGS)
-    key = call_key(TAGS, llm.model_id, REQUEST, llm.numerics)
+    return source, call_key(TAGS, llm.model_id, REQUEST, llm.numerics)
+
+
+def test_a_pack_with_an_invalid_value_is_refused_before_anything_is_written(server, tmp_path) -> None:
+    url, _replies = server
+    source, key = _source_cache(url, tmp_path)
     _poison(source, key, {**CallCache(source).get(key), "text": 12345})
     pack = export_pack(source, tmp_path / "packs").path  # every hash recomputed over the bad value
     target = CallCache(tmp_path / "target.sqlite")
@@ -202,10 +207,7 @@ def test_a_pack_with_an_invalid_value_is_refused_before_anything_is_written(serv
 
 def test_import_never_overwrites_a_value_stored_meanwhile(server, tmp_path) -> None:
     url, _replies = server
-    source = tmp_path / "source.sqlite"
-    llm = _llm(url, CallCache(source))
-    llm.generate([REQUEST, GenerationRequest(prompt="another")], tags=TAGS)
-    key = call_key(TAGS, llm.model_id, REQUEST, llm.numerics)
+    source, key = _source_cache(url, tmp_path)
     pack = export_pack(source, tmp_path / "packs").path
     target = CallCache(tmp_path / "target.sqlite")
     theirs = {**CallCache(source).get(key), "text": "Miso the cat"}

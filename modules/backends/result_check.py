@@ -51,8 +51,7 @@ def check_result(result: GenerationResult) -> GenerationResult:
         raise InvalidResult(f"text must be a string, got {kind} {result.text!r:.80}")
     _count("tokens_in", result.tokens_in)
     _count("tokens_out", result.tokens_out)
-    latency = result.latency_s
-    _seconds("latency_s", latency)
+    _seconds("latency_s", result.latency_s)
     if not isinstance(result.model_id, str) or not result.model_id:
         raise InvalidResult(f"model_id must be a non-empty string, got {result.model_id!r}")
     if result.finish_reason not in FINISH_REASONS:
@@ -82,14 +81,15 @@ def result_from_stored(value: Any) -> GenerationResult:
 
 def as_failure(result: GenerationResult, reason: str) -> GenerationResult:
     """``result`` turned into a counted failure (empty text, no tokens) that says why."""
-    latency = result.latency_s
-    if isinstance(latency, bool) or not isinstance(latency, int | float) or not math.isfinite(latency):
+    try:
+        latency = _seconds("latency_s", result.latency_s)
+    except InvalidResult:
         latency = 0.0
     return GenerationResult(
         text="",
         tokens_in=0,
         tokens_out=0,
-        latency_s=max(float(latency), 0.0),
+        latency_s=latency,
         model_id=result.model_id if isinstance(result.model_id, str) else "unknown",
         finish_reason="error",
         error=f"invalid result: {reason}",

@@ -96,10 +96,14 @@ class SQLiteStore(CacheStore):
                 found.update(rows.fetchall())
         return [decode_value(self.path, k, found[k]) if k in found else None for k in keys]
 
+    @staticmethod
+    def _rows(items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, str, float]]:
+        now = time.time()
+        return [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False), now) for k, v in items]
+
     def put_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         """Store all pairs in one transaction."""
-        now = time.time()
-        rows = [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False), now) for k, v in items]
+        rows = self._rows(items)
         if not rows:
             return
         with self._lock, self._errors():
@@ -110,8 +114,7 @@ class SQLiteStore(CacheStore):
 
     def put_new_many(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[str]:
         """Insert the pairs whose key is absent (``INSERT OR IGNORE``) in one transaction; returns them."""
-        now = time.time()
-        rows = [(k, json.dumps(dict(v), sort_keys=True, ensure_ascii=False), now) for k, v in items]
+        rows = self._rows(items)
         stored: list[str] = []
         if not rows:
             return stored

@@ -253,7 +253,8 @@ def load_checkpoint(
         # ... so learn() must not reset the envs (that would draw new questions from re-seeded
         # generators): it continues from the observations the saved run was at.
         model._last_obs = np.stack(observations)
-        model._last_episode_starts = np.asarray(vec_env.env_method("episode_started"), dtype=bool)
+        # SB3's episode_starts flag: an episode that has taken no step yet
+        model._last_episode_starts = np.array([not s["resume_point"]["actions"] for s in envs])
     if state.get("ep_info_buffer") is not None:  # learn() keeps a buffer it finds (reset_num_timesteps=False)
         model.ep_info_buffer = deque(state["ep_info_buffer"], maxlen=model._stats_window_size)
         model.ep_success_buffer = deque(maxlen=model._stats_window_size)

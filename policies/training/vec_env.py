@@ -33,9 +33,9 @@ class TrainingStateWrapper(gym.Wrapper):
         """The current episode's resume point (the env state before its reset, the actions since)."""
         env = self._router_env()
         point = env.resume_point()
-        if point is None:  # never reset: the state as it is
-            point = {"state": env.state_dict(), "options": None, "actions": []}
-        # "reward_shaper" at the top too: validation reads the statistics from here (see below).
+        if point is None:  # never reset: the position as it is
+            point = {"state": env.position_state(), "options": None, "actions": []}
+        # The reward statistics are unchanged since the episode's reset; validation reads them here too.
         return {"resume_point": point, "reward_shaper": env.reward_shaper.state_dict()}
 
     def load_training_state(self, state: Mapping[str, Any]) -> np.ndarray | None:
@@ -54,7 +54,7 @@ class TrainingStateWrapper(gym.Wrapper):
             rng.bit_generator.state = state["np_random"]
             env.np_random = rng
             return None
-        env.load_state_dict(point["state"])
+        env.load_state_dict({**point["state"], "reward_shaper": state["reward_shaper"]})
         if point["options"] is None:
             return None  # the env had not started an episode
         obs, _ = self.env.reset(options=point["options"] or None)
@@ -63,11 +63,6 @@ class TrainingStateWrapper(gym.Wrapper):
             if done:
                 raise RuntimeError("a resume point's actions end an episode; the checkpoint is inconsistent")
         return np.asarray(obs)
-
-    def episode_started(self) -> bool:
-        """Whether the current episode has taken no step yet (SB3's ``episode_starts`` flag)."""
-        point = self._router_env().resume_point()
-        return point is None or not point["actions"]
 
 
 def sync_reward_statistics(training_env: VecEnv, shaper: RewardShaper) -> None:
