@@ -42,6 +42,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
     from envs.components import ConfigError
     from memory.persistence import MemoryLoadError
     from modules.cache_stores.base import CacheStoreError
+    from policies.export import RouterExportError
     from policies.router import RouterLoadError, RouterMismatchError
     from policies.training.checkpoint import CheckpointError
     from policies.training.failure_budget import FailureBudgetExceeded
@@ -49,7 +50,7 @@ def reported_errors() -> tuple[type[BaseException], ...]:
 
     return (
         CacheStoreError, CheckpointError, ConfigError, DataFileError, FailureBudgetExceeded,
-        MemoryLoadError, RouterLoadError, RouterMismatchError, RunDirError,
+        MemoryLoadError, RouterExportError, RouterLoadError, RouterMismatchError, RunDirError,
     )
 
 
@@ -87,10 +88,28 @@ def main(cfg: DictConfig) -> dict[str, Any]:
         raise SystemExit(1) from None
 
 
+def check_output_overrides(overrides: list[str]) -> None:
+    """Check the directories that ``runs_dir=``/``run_dir=`` name before Hydra creates the run's.
+
+    Raises:
+        RunDirError: One of them cannot be created or written (one line: key, path, OS error).
+    """
+    from policies.training.rundir import check_writable_dir
+
+    for override in overrides:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "runs_dir" and value:
+            check_writable_dir(value, key)
+        elif key == "run_dir" and value:
+            check_writable_dir(Path(value).parent, key)
+
+
 if __name__ == "__main__":
     try:
-        check_lambda_overrides([a for a in sys.argv[1:] if not a.startswith("-")])
-    except ValueError as exc:
+        given = [a for a in sys.argv[1:] if not a.startswith("-")]
+        check_lambda_overrides(given)
+        check_output_overrides(given)
+    except (ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     main()

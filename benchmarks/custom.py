@@ -159,7 +159,7 @@ def _read_json_rows(path: Path) -> list[dict[str, Any]]:
     ]
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
-            raise DataFileError(f"{path}: record row {i}: is a JSON {type(row).__name__}, not an object")
+            raise DataFileError(f"{path}: record row {i + 1}: is a JSON {type(row).__name__}, not an object")
     return rows
 
 
@@ -211,7 +211,7 @@ class _HistoryBuilder:
             self.sessions, self.kind, self.first_row = sessions, "dialogue" if has_s else "document", index
         elif sessions != self.sessions:
             raise reader.error(
-                name, f"differs from row {self.first_row}, which defines history {self.history_id!r}"
+                name, f"differs from row {self.first_row + 1}, which defines history {self.history_id!r}"
             )
 
     def finish(self, path: Path) -> Sample:
@@ -260,9 +260,10 @@ def build_samples(
     for key, rows in parts.items():
         for row in rows:
             part = f" of split {key!r}" if key is not None else ""
-            reader = RowReader(row, columns, RecordRef(path, f"row {index}{part}"))
+            # Rows are counted from 1, as lines are: in JSON Lines without blank lines, row N is line N.
+            reader = RowReader(row, columns, RecordRef(path, f"row {index + 1}{part}"))
             hid = reader.text("history_id") or f"row{index}"
-            reader = RowReader(row, columns, RecordRef(path, f"row {index}{part} (history {hid})"))
+            reader = RowReader(row, columns, RecordRef(path, f"row {index + 1}{part} (history {hid})"))
             b = builders.setdefault(hid, _HistoryBuilder(hid))
             b.add_history(reader, index)
             split = _row_split(reader, key)
@@ -297,7 +298,7 @@ def _warn_silent_acceptances(
             key = json.dumps(row, sort_keys=True, default=str)
             if key in seen:
                 warnings.warn(
-                    f"{path}: row {index} repeats row {seen[key]} verbatim; it is loaded as another "
+                    f"{path}: row {index + 1} repeats row {seen[key] + 1} verbatim; it is loaded as another "
                     "question (remove it, or give it its own question_id)",
                     stacklevel=3,
                 )

@@ -76,6 +76,11 @@ class RowReader:
     def text(self, name: str, required: bool = False) -> str | None:
         """A scalar field as text (numbers and dates converted); None when empty and optional."""
         value = self.raw(name)
+        if isinstance(value, str) and not value.strip():
+            # Whitespace is no text: a blank question would reach the pipeline as an empty prompt.
+            if required:
+                raise self.error(name, f"is only whitespace ({value!r}); give the text or drop the row")
+            return None
         if value is None:
             if required:
                 raise self.error(name, "missing (empty or no such column)")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
 import os
 from typing import Any, TypeVar
 
 from benchmarks.base import Benchmark
+from common.config_error import ConfigError
 
 B = TypeVar("B", bound=type[Benchmark])
 
@@ -53,8 +56,22 @@ def get_benchmark(name: str, data_dir: str | os.PathLike[str] | None = None, **o
 
     Raises:
         KeyError: For an unknown name (the message lists the known ones).
+        ConfigError: For an option the loader does not take (the message lists the ones it does).
     """
     _load_builtins()
     if name not in BENCHMARKS:
         raise KeyError(f"unknown benchmark {name!r}: expected one of {', '.join(sorted(BENCHMARKS))}")
-    return BENCHMARKS[name](data_dir=data_dir, **opts)
+    cls = BENCHMARKS[name]
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    named_kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    known = [k for k, p in params.items() if k not in ("self", "data_dir") and p.kind in named_kinds]
+    unknown = [k for k in opts if k not in known]
+    if unknown and not takes_any:
+        close = {k: difflib.get_close_matches(k, known, n=1) for k in unknown}
+        named = ", ".join(f"{k!r}" + (f" (did you mean {c[0]!r}?)" if c else "") for k, c in close.items())
+        raise ConfigError(
+            f"benchmark.options for {name!r}: unknown option {named}; {name!r} takes "
+            f"{', '.join(known) or 'no options'}"
+        )
+    return cls(data_dir=data_dir, **opts)

@@ -95,3 +95,11 @@ def write_dir_atomically(dest: Path, fill: Callable[[Path], None]) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def free_space(path: Path) -> str:
+    """``"N MiB free there"`` for the disk holding ``path`` (what a failed write's message should say)."""
+    try:
+        return f"{shutil.disk_usage(path).free / 2**20:,.0f} MiB free there"
+    except OSError:
+        return "free space unknown"

@@ -73,6 +73,20 @@ def redact(obj: Any) -> Any:
     return obj
 
 
+def redacted_placeholders(obj: Any, prefix: str = "") -> list[str]:
+    """Dotted keys of ``obj`` whose value holds :data:`REDACTED`.
+
+    That is a printed command run as it was printed: its secret is now the placeholder, not the key.
+    """
+    if isinstance(obj, Mapping):
+        return [k for key, v in obj.items() for k in redacted_placeholders(v, f"{prefix}{key}.")]
+    if isinstance(obj, str):
+        return [prefix.rstrip(".")] if REDACTED in obj else []
+    if isinstance(obj, Sequence) and not isinstance(obj, (bytes, bytearray)):
+        return [k for i, v in enumerate(obj) for k in redacted_placeholders(v, f"{prefix}{i}.")]
+    return []
+
+
 def redact_argv(argv: Sequence[str]) -> list[str]:
     """``sys.argv``-style arguments with secret overrides and URL credentials redacted."""
     return [redact_text(str(a)) for a in argv]

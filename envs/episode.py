@@ -51,6 +51,7 @@ class EpisodeRecord:
         cost_lambda: The λ the router saw in its observation for this question.
         judge_protocol: The judge protocol that ran ("" when none did; see :mod:`benchmarks.judge`).
         judge_prompt_hash: Hash of that protocol's prompts ("" when no judge ran).
+        errors: Why calls failed (the first few distinct reasons; empty when none did).
     """
 
     question_id: str
@@ -76,6 +77,7 @@ class EpisodeRecord:
     cost_lambda: float = 0.0
     judge_protocol: str = ""
     judge_prompt_hash: str = ""
+    errors: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def cache_hit_rate(self) -> float:
@@ -125,6 +127,7 @@ class EpisodeRecord:
             "cost_lambda": self.cost_lambda,
             "judge_protocol": self.judge_protocol,
             "judge_prompt_hash": self.judge_prompt_hash,
+            **({"errors": list(self.errors)} if self.errors else {}),
         }
 
 
@@ -248,4 +251,5 @@ class Episode:
             cost_lambda=self.cost_lambda,
             judge_protocol=protocol,
             judge_prompt_hash=prompt_hash,
+            errors=both.errors,
         )

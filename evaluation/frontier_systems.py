@@ -13,7 +13,7 @@ from evaluation.cli_options import comma_list
 from evaluation.frontier_runner import RunSpec, SystemSpec, fixed_run, random_run, same_for_every_item
 from modules.tier import Tier, one_module_changes, tiers_label
 from policies.baselines import get_baseline
-from policies.router import METADATA_FILE, WEIGHTS_FILE, Router
+from policies.router import METADATA_FILE, WEIGHTS_FILE, Router, RouterNotFoundError
 
 
 def _is_checkpoint(p: Path) -> bool:
@@ -28,7 +28,7 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
     """Expand globs; a match that is not itself a checkpoint is searched recursively.
 
     Raises:
-        FileNotFoundError: If a pattern finds no checkpoint.
+        RouterNotFoundError: If a pattern finds no checkpoint (a ``FileNotFoundError``).
     """
     found: list[Path] = []
     for pat in patterns:
@@ -41,16 +41,27 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
                 hits += [
                     meta.parent
                     for meta in sorted(m.rglob(METADATA_FILE))
-                    if _is_checkpoint(meta.parent) and meta.parent.match(name_glob)
+                    # not the temporaries of an export killed mid-swap (.router.old-<pid>, .router.new-<pid>)
+                    if not any(part.startswith(".") for part in meta.parent.relative_to(m).parts)
+                    and _is_checkpoint(meta.parent)
+                    and meta.parent.match(name_glob)
                 ]
         if not hits:
-            # A comma list is the one mistake worth naming: --baselines takes commas, --routers spaces.
-            hint = "; separate several --routers entries with spaces, not commas" if "," in pat else ""
-            raise FileNotFoundError(
-                f"--routers {pat!r}: no router checkpoint (dir with router.pt + metadata.json){hint}"
-            )
+            raise RouterNotFoundError(f"--routers {pat!r}: {_why_no_router(pat, matches)}")
         found += hits
     return sorted({p.resolve() for p in found})
+
+
+def _why_no_router(pat: str, matches: list[Path]) -> str:
+    """What a ``--routers`` entry that found no checkpoint found instead, and the fix."""
+    # A comma list is the one mistake worth naming: --baselines takes commas, --routers spaces.
+    hint = "; separate several --routers entries with spaces, not commas" if "," in pat else ""
+    if not matches:
+        return f"no such file or directory{hint}"
+    for m in matches:
+        if m.is_dir() and (m / METADATA_FILE).is_file() and not (m / WEIGHTS_FILE).is_file():
+            return f"{m} has {METADATA_FILE} but no {WEIGHTS_FILE} (an export that did not finish?){hint}"
+    return f"no router checkpoint under it (a dir with {WEIGHTS_FILE} + {METADATA_FILE}){hint}"
 
 
 #: ``NAME=PATTERN`` in ``--routers``: NAME is a plain word (no ``/``), so a path with ``=`` in a

@@ -4,6 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: How many distinct failure reasons a cost keeps (the first ones seen).
+MAX_ERRORS = 3
+#: How long one kept reason may be (a server's whole HTML error page is not a reason).
+MAX_ERROR_CHARS = 300
+
+
+def merge_errors(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    """The first :data:`MAX_ERRORS` distinct reasons of ``a`` then ``b``, each cut to a readable length."""
+    out: list[str] = []
+    for e in (*a, *b):
+        e = e if len(e) <= MAX_ERROR_CHARS else e[: MAX_ERROR_CHARS - 1] + "…"
+        if e not in out:
+            out.append(e)
+        if len(out) == MAX_ERRORS:
+            break
+    return tuple(out)
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -19,6 +36,9 @@ class Cost:
         cache_hits: How many of those calls were served from the call cache.
         failures: Calls that errored or whose output could not be parsed.
         models: Model ids involved (sorted, de-duplicated).
+        errors: Why calls failed, the first :data:`MAX_ERRORS` distinct reasons (``HTTP 500: boom``, a
+            reply field that does not parse): what a failure budget that stops a run prints. Not part
+            of equality, and not in :meth:`to_dict` when empty, so records without failures are as before.
     """
 
     value: float = 0.0
@@ -29,6 +49,7 @@ class Cost:
     cache_hits: int = 0
     failures: int = 0
     models: tuple[str, ...] = field(default_factory=tuple)
+    errors: tuple[str, ...] = field(default=(), compare=False)
 
     def __add__(self, other: Cost) -> Cost:
         if not isinstance(other, Cost):
@@ -42,10 +63,12 @@ class Cost:
             cache_hits=self.cache_hits + other.cache_hits,
             failures=self.failures + other.failures,
             models=tuple(sorted(set(self.models) | set(other.models))),
+            errors=merge_errors(self.errors, other.errors),
         )
 
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-friendly dict."""
+        extra: dict[str, object] = {"errors": list(self.errors)} if self.errors else {}
         return {
             "value": self.value,
             "tokens_in": self.tokens_in,
@@ -55,4 +78,5 @@ class Cost:
             "cache_hits": self.cache_hits,
             "failures": self.failures,
             "models": list(self.models),
+            **extra,
         }

@@ -17,7 +17,7 @@ from modules.base import (
     output_text,
 )
 from modules.cache import CachedLLM
-from modules.cost import Cost
+from modules.cost import Cost, merge_errors
 from modules.parsing import ParseError, extract_section, parse_indices, parse_string_list, parse_summary
 from modules.pricing import CostModel
 from modules.prompts import (
@@ -132,7 +132,14 @@ class LLMTier:
             self.module,
             self.tier,
             fallback_value(inp, self.config.filter_k),
-            replace(cost, failures=cost.failures + parse_failures),
+            replace(
+                cost,
+                failures=cost.failures + parse_failures,
+                # the reason a failure budget prints when it stops a run (only where a call failed)
+                errors=merge_errors(cost.errors, (f"{self.module}/{self.tier.name}: {error}",))
+                if cost.failures + parse_failures
+                else cost.errors,
+            ),
             parse_failures=parse_failures,
             degraded=True,
             error=error,

@@ -131,6 +131,7 @@ class CostModel:
             cache_hits=int(result.cached),
             failures=int(not result.ok),
             models=(result.model_id,),
+            errors=() if result.ok else (str(result.error or "failed without a reason"),),
         )
 
     def non_llm(self, gflops: float, latency_s: float = 0.0) -> Cost:

@@ -19,10 +19,15 @@ import numpy as np
 import torch
 
 from common.atomic import atomic_write_json
-from common.atomic_dir import write_dir_atomically
+from common.atomic_dir import free_space, write_dir_atomically
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
 from policies.router import FORMAT, FORMAT_VERSION, METADATA_FILE, WEIGHTS_FILE, Router
+
+
+class RouterExportError(OSError):
+    """The router could not be written (disk full, quota, I/O error); the previous export is intact."""
+
 
 #: Metadata keys that export_router sets itself; callers may not override them.
 RESERVED_KEYS = ("format", "format_version", "network", "module_order", "tiers", "weights_sha256")
@@ -91,6 +96,7 @@ def export_router(
         ValueError: If ``metadata`` lacks ``observation_spec`` or sets a reserved key, or the
             spec disagrees with the network.
         RuntimeError: If the reloaded router's actions differ from PPO's.
+        RouterExportError: The files could not be written (the message says how much space is left).
     """
     meta = dict(metadata)
     clash = sorted(set(meta) & set(RESERVED_KEYS))
@@ -109,7 +115,10 @@ def export_router(
     module_order = list(spec.get("module_names", MODULE_ORDER))
 
     def fill(tmp: Path) -> None:
-        torch.save(state, tmp / WEIGHTS_FILE)
+        try:
+            torch.save(state, tmp / WEIGHTS_FILE)
+        except RuntimeError as exc:  # torch's zip writer reports a full disk as "unexpected pos ..."
+            raise OSError(f"torch.save of {WEIGHTS_FILE} failed ({exc})") from exc
         digest = hashlib.sha256((tmp / WEIGHTS_FILE).read_bytes()).hexdigest()
         full = {
             **meta,
@@ -135,5 +144,12 @@ def export_router(
                 )
 
     dest = Path(path)
-    write_dir_atomically(dest, fill)
+    try:
+        write_dir_atomically(dest, fill)
+    except OSError as exc:
+        intact = f"the previous router at {dest} is intact" if dest.exists() else "nothing was exported"
+        raise RouterExportError(
+            f"{dest}: the router could not be written ({exc}); {free_space(dest.parent)} (disk full?); "
+            f"{intact}: free some space and resume the run"
+        ) from exc
     return dest

@@ -36,6 +36,10 @@ class RouterLoadError(ValueError):
     """A router checkpoint is missing, corrupt, or from an incompatible format version."""
 
 
+class RouterNotFoundError(RouterLoadError, FileNotFoundError):
+    """No router checkpoint where one was named (a wrong ``--routers`` path, a dir without router.pt)."""
+
+
 class RouterMismatchError(ValueError):
     """A router given components it was not trained for; the message names what differs."""
 

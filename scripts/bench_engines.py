@@ -8,7 +8,10 @@ after ``bash scripts/build_llamacpp.sh`` for the native llama.cpp build::
     .venv-vllm/bin/python scripts/bench_engines.py questions --limit 40      # resumable
     .venv-vllm/bin/python scripts/bench_engines.py report
 
-Every part writes into ``--out`` (default ``results/engines/``):
+Every part writes into ``--out``, by default ``results/engines/<cpu id>/`` (``common.cpu.cpu_id``: vendor,
+vector ISA, AMX and a hash of the model and flags), so each CPU class keeps its own numbers: ratios are only
+ever taken between engines measured on one machine. ``machine.json`` there records the CPU model and its
+instruction-set flags, and every file below carries the CPU id:
 
 * ``peak``: the machine's matmul peak in float32, bfloat16 and int8 (torch, square matrices, medians);
 * ``micro``: per engine, prefill and decode tokens/s and the wall time of 8 short requests sent one
@@ -215,6 +218,7 @@ def _engine_config(base: dict[str, Any], spec: dict[str, Any], cache: Path) -> d
 def run_questions(args: argparse.Namespace) -> None:
     """The cpu_quality all-HIGH question on every engine, interleaved, resumable."""
     from benchmarks.metrics import score_answer
+    from common.cpu import cpu_id
     from envs.components import make_components
     from envs.question_bank import question_bank_from
     from evaluation.headroom import Context, evaluate_context, stratified
@@ -229,6 +233,7 @@ def run_questions(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "questions.jsonl"
+    cpu = cpu_id()
     done = {(r["engine"], r["question_id"]) for r in _read_jsonl(records_path)}
     specs = engine_specs(args.model, args.threads)
     engines = [e for e in args.engines.split(",") if e]
@@ -248,7 +253,7 @@ def run_questions(args: argparse.Namespace) -> None:
                 continue
             t = time.perf_counter()
             rec = evaluate_context(context, item, comps[name], "", scorer)
-            rec |= {"engine": name, "wall_s": time.perf_counter() - t, "model": args.model}
+            rec |= {"engine": name, "wall_s": time.perf_counter() - t, "model": args.model, "cpu": cpu}
             _append_jsonl(records_path, rec)
             print(f"[{qi + 1}/{len(items)}] {name:18s} {rec['wall_s']:7.1f} s  F1 {rec['f1']:.2f}  "
                   f"{rec['prediction'][:60]!r}", flush=True)  # fmt: skip
@@ -296,6 +301,9 @@ def _paired_ci(diffs: Sequence[float], n_boot: int = 2000, seed: int = 0) -> tup
 def build_report(out: Path) -> dict[str, Any]:
     """Summarise whatever ``peak``, ``micro`` and ``questions`` have written so far."""
     report: dict[str, Any] = {}
+    machine_file = out / "machine.json"
+    if machine_file.is_file():
+        report["machine"] = json.loads(machine_file.read_text())
     peak_file, micro_file = out / "peak.json", out / "micro.json"
     if peak_file.is_file():
         report["peak"] = json.loads(peak_file.read_text())
@@ -338,6 +346,15 @@ def build_report(out: Path) -> dict[str, Any]:
 def format_report(report: dict[str, Any]) -> str:
     """The report as Markdown tables."""
     lines = ["# LLM engines on this machine", ""]
+    machine = report.get("machine")
+    if machine:
+        lines += [
+            f"CPU: {machine['model']} ({machine['vendor']}, {machine.get('cores', '?')} cores; "
+            f"id `{machine['id']}`); instruction-set flags: {' '.join(machine['isa_flags'])}.",
+            "",
+        ]
+        if machine.get("note"):
+            lines += [machine["note"], ""]
     peak = report.get("peak", {})
     if peak:
         lines += ["## Matmul peak (torch, 2 threads)", "", "| dtype | GFLOP/s |", "|---|---|"]
@@ -390,11 +407,37 @@ def format_report(report: dict[str, Any]) -> str:
 # -- CLI ----------------------------------------------------------------------------------------
 
 
+def _check_machine(out: Path, machine: dict[str, Any]) -> None:
+    """Write ``machine.json`` in a new ``out``; refuse to add numbers of another CPU to an old one.
+
+    Raises:
+        SystemExit: ``out`` holds numbers measured on another CPU (the message names both).
+    """
+    from common.atomic import atomic_write_json
+
+    path = out / "machine.json"
+    if not path.is_file():
+        if any(out.glob("*.json*")):
+            raise SystemExit(f"{out} holds results but no machine.json: which CPU measured them is unknown; "
+                             "pass --out with a new directory")  # fmt: skip
+        atomic_write_json(path, machine)
+        return
+    recorded = json.loads(path.read_text())
+    if recorded.get("id") != machine["id"]:
+        raise SystemExit(
+            f"{out} holds numbers measured on {recorded.get('model')} (id {recorded.get('id')}); this CPU is "
+            f"{machine['model']} (id {machine['id']}): ratios across machines mean nothing, so leave out "
+            "--out (each CPU gets results/engines/<its id>/) or pass a new directory"
+        )
+
+
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run one part."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("part", choices=["peak", "micro", "questions", "report"])
-    parser.add_argument("--out", default=str(ROOT / "results" / "engines"))
+    parser.add_argument("--out", default=None, help="default: results/engines/<this CPU's id>")
     parser.add_argument("--model", default="qwen2.5-1.5b")
     parser.add_argument("--threads", type=int, default=2)
     # transformers is left out by default: with both vLLM engines loaded it does not fit in 24 GiB.
@@ -406,12 +449,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=40)
     parser.add_argument("--set", action="append", default=[], help="config override for `questions`")
     args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     from common.atomic import atomic_write_json, atomic_write_text
+    from common.cpu import cpu_record
+
+    machine = cpu_record()
+    out = Path(args.out) if args.out else ROOT / "results" / "engines" / str(machine["id"])
+    args.out = str(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_machine(out, machine)
 
     if args.part == "peak":
-        peak = {"threads": args.threads, "gflops": measure_peak(args.threads)}
+        peak = {"cpu": machine["id"], "threads": args.threads, "gflops": measure_peak(args.threads)}
         atomic_write_json(out / "peak.json", peak)
         print(json.dumps(peak, indent=2))
     elif args.part == "micro":
@@ -432,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         for b in backends.values():
             b.close()
         micro = {
+            "cpu": machine["id"],
             "model": args.model,
             "n_params": get_model_spec(args.model).n_params,
             "threads": args.threads,

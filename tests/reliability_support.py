@@ -6,6 +6,7 @@ question-bank directories under the test's temporary directory.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
 import subprocess
@@ -18,6 +19,8 @@ from tests.support import TINY_TRAIN_OVERRIDES
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN_NAME = "locomo__implementation__lam0__s0"
+#: Progress columns of a rollout's episodes (not wall time, not the cache's warmth).
+ROLLOUT_GROUPS = ("rollout", "reward", "cost", "tiers")
 
 
 def paths(base: Path) -> list[str]:
@@ -53,12 +56,13 @@ def run_cli(base: Path, *extra: str, timeout: float = 300) -> subprocess.Complet
     )
 
 
-def start_cli(base: Path, *extra: str) -> subprocess.Popen[str]:
-    """Start ``train.py`` on the fake stack without waiting for it."""
+def start_cli(base: Path, *extra: str, new_session: bool = False) -> subprocess.Popen[str]:
+    """Start ``train.py`` on the fake stack without waiting for it (``new_session``: as the leader of
+    its own process group, which a scheduler signals as a whole)."""
     return subprocess.Popen(
         cli_args(base, *extra), cwd=base, env=cli_env(), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )
+        stderr=subprocess.PIPE, text=True, start_new_session=new_session,
+    )  # fmt: skip
 
 
 def config(base: Path, *extra: str) -> dict[str, Any]:
@@ -87,16 +91,44 @@ def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def signal_once_training_runs(
-    base: Path, sig: int, *extra: str, episodes: int = 2, timeout: float = 240
+    base: Path, sig: int, *extra: str, episodes: int = 2, timeout: float = 240, group: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Start the fake-stack ``train.py``, send ``sig`` once ``episodes`` training episodes are logged."""
-    proc = start_cli(base, *extra)
+    """Start the fake-stack ``train.py``, send ``sig`` once ``episodes`` training episodes are logged.
+
+    ``group``: to its whole process group (workers included), as Slurm and ``kill -TERM -PGID`` do.
+    """
+    proc = start_cli(base, *extra, new_session=group)
     log = base / "runs" / RUN_NAME / "episodes.jsonl"
     deadline = time.monotonic() + timeout
     while not (log.exists() and log.read_text().count("\n") >= episodes):
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "training did not start"
         time.sleep(0.1)
-    proc.send_signal(sig)
+    if group:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
     out, err = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def progress_values(run: Path) -> tuple[dict[str, dict[str, str]], list[dict[str, str]]]:
+    """What the progress CSVs say: per-rollout statistics by step, and the PPO updates in order.
+
+    SB3 dumps a row before each update, so a row holds its rollout's statistics and the *previous*
+    update's ``train/*`` values, and the end of a run dumps its last update alone; a run in two pieces
+    therefore spreads the same values over other rows. Compared are the values, not the rows; left out
+    are wall times and cache hit rates (the in-process cache is warmer in a second piece).
+    """
+    rollouts: dict[str, dict[str, str]] = {}
+    updates: list[tuple[float, dict[str, str]]] = []
+    for path in sorted(run.glob("progress*.csv")):
+        with path.open(newline="") as fh:
+            for row in csv.DictReader(fh):
+                step = row.get("time/total_timesteps")
+                if row.get("rollout/episodes") and step:
+                    rollouts[step] = {k: v for k, v in row.items() if k.split("/")[0] in ROLLOUT_GROUPS}
+                if row.get("train/loss"):
+                    train = {k: v for k, v in row.items() if k.startswith("train/")}
+                    updates.append((float(train.get("train/n_updates") or 0), train))
+    return rollouts, [u for _, u in sorted(updates, key=lambda x: x[0])]

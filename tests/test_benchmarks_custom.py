@@ -184,18 +184,19 @@ def _first(**changes: Any) -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("rows", "field_pattern"),
     [
-        (_first(question=None), r"row 0 \(history ana\): field 'question': missing"),
-        (_first(answer=None), r"row 0 \(history ana\): field 'answer': missing"),
+        (_first(question=None), r"row 1 \(history ana\): field 'question': missing"),
+        (_first(question=" \t "), r"row 1 \(history ana\): field 'question': is only whitespace"),
+        (_first(answer=None), r"row 1 \(history ana\): field 'answer': missing"),
         (
             _first(evidence_ids=["s9:t9"]),
-            r"row 0 \(history ana\): field 'evidence_ids\[0\]': 's9:t9' names no",
+            r"row 1 \(history ana\): field 'evidence_ids\[0\]': 's9:t9' names no",
         ),
         (
             _first(sessions=[{"date": "x", "turns": [{"speaker": "A"}]}]),
-            r"row 0 \(history ana\): field 'sessions\[0\].turns\[0\].text': missing",
+            r"row 1 \(history ana\): field 'sessions\[0\].turns\[0\].text': missing",
         ),
         (_first(sessions=[{"turns": "hello"}]), r"field 'sessions\[0\].turns': expected a list"),
-        (_first(split="holdout"), r"row 0 \(history ana\): field 'split': unknown split 'holdout'"),
+        (_first(split="holdout"), r"row 1 \(history ana\): field 'split': unknown split 'holdout'"),
         (_first(abstention="maybe"), r"field 'abstention': expected true/false"),
         (
             [*_first(question_id="dup"), {**example_rows()[1], "question_id": "dup"}],
@@ -217,13 +218,13 @@ def test_bad_rows_name_file_row_and_field(
 def test_history_conflicts_and_missing_history(tmp_path: Path) -> None:
     rows = example_rows()[:2]
     rows[1]["sessions"] = [{"turns": [{"speaker": "X", "text": "other"}]}]
-    with pytest.raises(DataFileError, match=r"row 1 \(history ana\): field 'sessions': differs from row 0"):
+    with pytest.raises(DataFileError, match=r"row 2 \(history ana\): field 'sessions': differs from row 1"):
         load_all(write_jsonl(tmp_path / "a.jsonl", rows))
     orphan = [{"history_id": "z", "question": "q?", "answer": "a"}]
     with pytest.raises(DataFileError, match=r"no row of history 'z' gives sessions or documents"):
         load_all(write_jsonl(tmp_path / "b.jsonl", orphan))
     split_mix = [{**r, "split": s} for r, s in zip(example_rows()[:2], ("train", "test"), strict=True)]
-    with pytest.raises(DataFileError, match=r"row 1 \(history ana\): field 'split': is 'test' but earlier"):
+    with pytest.raises(DataFileError, match=r"row 2 \(history ana\): field 'split': is 'test' but earlier"):
         load_all(write_jsonl(tmp_path / "c.jsonl", split_mix))
 
 
@@ -280,7 +281,7 @@ def test_a_verbatim_duplicate_row_is_warned_about(tmp_path: Path) -> None:
     """Issue 49, item 10: a duplicated row was silently another question."""
     rows = example_rows()
     path = write_jsonl(tmp_path / "dup.jsonl", [*rows, rows[1]])
-    with pytest.warns(UserWarning, match=r"dup\.jsonl: row 15 repeats row 1 verbatim"):
+    with pytest.warns(UserWarning, match=r"dup\.jsonl: row 16 repeats row 2 verbatim"):
         assert sum(len(s.questions) for s in load_all(path)) == 16
 
 

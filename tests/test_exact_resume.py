@@ -10,7 +10,6 @@ trained without a stop.
 
 from __future__ import annotations
 
-import csv
 import json
 import signal
 from pathlib import Path
@@ -19,11 +18,9 @@ from typing import Any
 import pytest
 import torch
 
-from tests.reliability_support import RUN_NAME, config, run_cli, signal_once_training_runs
+from tests.reliability_support import RUN_NAME, config, progress_values, run_cli, signal_once_training_runs
 from tests.support import needs_locomo
 
-#: Progress columns of a rollout's episodes (not wall time, not the cache's warmth).
-ROLLOUT_GROUPS = ("rollout", "reward", "cost", "tiers")
 #: Episodes are 5 steps: n_steps=10 ends every rollout at an episode boundary, n_steps=7 inside one.
 ALIGNED = ("ppo.n_steps=10", "ppo.batch_size=10", "train.checkpoint_freq=20", "train.eval_freq=20")
 MID_EPISODE = ("ppo.n_steps=7", "ppo.batch_size=7", "train.checkpoint_freq=14", "train.eval_freq=14")
@@ -41,28 +38,6 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
     return PPO.load(run / "checkpoints" / "last" / "model.zip", device="cpu").policy.state_dict()
 
 
-def _progress(run: Path) -> tuple[dict[str, dict[str, str]], list[dict[str, str]]]:
-    """What the progress CSVs say: per-rollout statistics by step, and the PPO updates in order.
-
-    SB3 dumps a row before each update, so a row holds its rollout's statistics and the *previous*
-    update's ``train/*`` values, and the end of a run dumps its last update alone; a run in two pieces
-    therefore spreads the same values over other rows. Compared are the values, not the rows; left out
-    are wall times and cache hit rates (the in-process cache is warmer in a second piece).
-    """
-    rollouts: dict[str, dict[str, str]] = {}
-    updates: list[tuple[float, dict[str, str]]] = []
-    for path in sorted(run.glob("progress*.csv")):
-        with path.open(newline="") as fh:
-            for row in csv.DictReader(fh):
-                step = row.get("time/total_timesteps")
-                if row.get("rollout/episodes") and step:
-                    rollouts[step] = {k: v for k, v in row.items() if k.split("/")[0] in ROLLOUT_GROUPS}
-                if row.get("train/loss"):
-                    train = {k: v for k, v in row.items() if k.startswith("train/")}
-                    updates.append((float(train.get("train/n_updates") or 0), train))
-    return rollouts, [u for _, u in sorted(updates, key=lambda x: x[0])]
-
-
 def _history(run: Path) -> list[dict[str, Any]]:
     history = json.loads((run / "validation.json").read_text())["history"]
     # not wall time, not the cache's warmth (a second piece in one process replays more)
@@ -74,7 +49,7 @@ def _assert_same_run(a: Path, b: Path) -> None:
     assert wa.keys() == wb.keys()
     for key in wa:
         assert torch.equal(wa[key], wb[key]), f"weights differ at {key}"
-    assert _progress(a) == _progress(b)
+    assert progress_values(a) == progress_values(b)
     assert _history(a) == _history(b)
     assert (a / "router" / "router.pt").read_bytes() == (b / "router" / "router.pt").read_bytes()
 

@@ -23,10 +23,18 @@ LONG = ("train.total_timesteps=100000", "train.eval_freq=100000", "train.checkpo
 
 @needs_locomo
 @pytest.mark.parametrize(
-    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"]
+    ("sig", "code", "group", "workers"),
+    [
+        (signal.SIGINT, 130, False, ()),
+        (signal.SIGTERM, 143, False, ()),
+        # What Slurm and `kill -TERM -PGID` do: the subprocess workers get the signal too, and used to die
+        # before the checkpoint could ask them for their state (BrokenPipeError, exit 1, nothing saved).
+        (signal.SIGTERM, 143, True, ("train.vec_env=subproc",)),
+    ],
+    ids=["SIGINT", "SIGTERM", "SIGTERM-to-group-with-subprocess-workers"],
 )
-def test_a_signal_saves_a_checkpoint_and_prints_how_to_resume(tmp_path, sig, code):
-    proc = signal_once_training_runs(tmp_path, sig, *LONG)
+def test_a_signal_saves_a_checkpoint_and_prints_how_to_resume(tmp_path, sig, code, group, workers):
+    proc = signal_once_training_runs(tmp_path, sig, *LONG, *workers, group=group)
     rc, err = proc.returncode, proc.stderr
     assert rc == code, err[-3000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]

@@ -14,6 +14,7 @@ import torch
 
 from common.config_error import ConfigError
 from policies.router import WEIGHTS_FILE, Router
+from policies.training.checkpoint import CheckpointError
 from policies.training.config import load_config
 from policies.training.settings import parse_config
 from policies.training.verdict import fixed_path
@@ -200,7 +201,7 @@ def test_resume_continues_from_the_checkpoint(shared, tmp_path):
                 f"run_dir={run}",
             )
         )
-    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+    with pytest.raises(CheckpointError, match="no such directory"):
         train(_cfg(shared, tmp_path, f"resume={tmp_path / 'nowhere'}"))
 
 

@@ -63,6 +63,8 @@ class FakeBackend(LLMBackend):
         n_ctx: Context window; prompts longer than ``n_ctx - max_tokens`` come back as errors.
         fail_when: Predicate; matching requests come back as errors (``error_message``).
         fail_first: The first ``fail_first`` calls fail, later ones succeed (retry tests).
+        fail_after: Every call after the first ``fail_after`` fails: a backend that dies mid-run
+            (``+backend.fail_after=N`` in a fake-stack run; failure-budget tests).
         timeout_s: If set and ``latency_s > timeout_s``, every call comes back as a timeout error.
         error_message: Message used for injected failures.
     """
@@ -77,6 +79,7 @@ class FakeBackend(LLMBackend):
         n_ctx: int = 8192,
         fail_when: FailurePredicate | None = None,
         fail_first: int = 0,
+        fail_after: int | None = None,
         timeout_s: float | None = None,
         error_message: str = "injected failure",
     ) -> None:
@@ -89,6 +92,7 @@ class FakeBackend(LLMBackend):
         self.sleep = sleep
         self.fail_when = fail_when
         self.fail_first = fail_first
+        self.fail_after = fail_after
         self.timeout_s = timeout_s
         self.error_message = error_message
         self.calls = 0
@@ -121,7 +125,8 @@ class FakeBackend(LLMBackend):
                 model_id=self.model_id, finish_reason="error", error=msg,
             )
 
-        if self.calls <= self.fail_first or (self.fail_when is not None and self.fail_when(request)):
+        dead = self.fail_after is not None and self.calls > self.fail_after
+        if dead or self.calls <= self.fail_first or (self.fail_when is not None and self.fail_when(request)):
             return error(self.error_message)
         if self.timeout_s is not None and self.latency_s > self.timeout_s:
             return error(f"timed out after {self.timeout_s:.3g} s")

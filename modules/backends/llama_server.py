@@ -1,7 +1,9 @@
 """A llama.cpp ``llama-server`` process built for this CPU, started, watched and stopped from Python.
 
 The prebuilt xllamacpp wheel runs llama.cpp compiled for AVX2 only; ``scripts/build_llamacpp.sh``
-compiles the same server for this CPU (AVX-512/VNNI; its AMX build crashes at load here).
+compiles the same server for the CPU it runs on (the GGML options its flags support, AMX off: its AMX
+build crashed at load on Sapphire Rapids) and records in ``build.json`` which CPU flags the binary needs,
+so a build made for another CPU is refused here instead of dying of SIGILL.
 :class:`LlamaServerProcess` runs that binary on a loopback port and answers the request bodies of
 llama.cpp's server API, the same bodies :class:`modules.backends.llamacpp.LlamaCppBackend` hands to
 xllamacpp in process; that backend picks one or the other with ``engine=``.
@@ -12,7 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import glob
+import json
 import os
 import signal
 import socket
@@ -20,43 +22,117 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from common.cpu import CpuInfo, cpu_info, missing_flags
 from modules.backends.base import BackendError
 from modules.models import cache_dir
 
-#: Which builds of scripts/build_llamacpp.sh engine="native" runs, best first.
-BUILD_PREFERENCE = ("avx512", "native")
+#: Which builds of scripts/build_llamacpp.sh engine="native" runs, best first: every GGML option the CPU
+#: supports, then the compiler's -march=native, then the portable AVX2 set.
+BUILD_MODE_PREFERENCE = ("auto", "native", "avx2")
 #: How long a model may take to load before the start counts as failed (Qwen-1.5B: ~2 s warm).
 START_TIMEOUT_S = 180.0
+#: The fix printed wherever a build is missing or was made for another CPU.
+BUILD_HINT = (
+    "build one for this CPU with `bash scripts/build_llamacpp.sh` (or point $LLAMA_SERVER at a llama-server)"
+)
 
 
-def find_server_binary(explicit: str | None = None) -> Path:
-    """The ``llama-server`` to run: ``explicit``, ``$LLAMA_SERVER``, else a build made here (see below).
+@dataclass(frozen=True)
+class NativeBuild:
+    """One build of ``scripts/build_llamacpp.sh``, as its ``build.json`` describes it.
+
+    Attributes:
+        root: The build directory (``<cache>/llama.cpp/<version>-<mode>-<features>``).
+        mode: ``auto``, ``native`` or ``avx2``.
+        requires: The CPU flags (``/proc/cpuinfo`` names) the binary may execute.
+        built_on: The model name of the CPU it was built for (``target_cpu`` in ``build.json``).
+    """
+
+    root: Path
+    mode: str
+    requires: tuple[str, ...]
+    built_on: str
+
+    @property
+    def server(self) -> Path:
+        """The ``llama-server`` binary."""
+        return self.root / "bin" / "llama-server"
+
+    def describe(self, missing: list[str]) -> str:
+        """``<dir> (built on <cpu>; needs <flags> this CPU lacks)``: one build in an error message."""
+        return f"{self.root} (built on {self.built_on}; needs {' '.join(missing)}, which this CPU lacks)"
+
+
+def read_build(root: Path) -> NativeBuild | None:
+    """The :class:`NativeBuild` in ``root``.
+
+    None where it has no readable ``build.json`` (a build made before manifests existed, or not by the
+    script).
+    """
+    try:
+        data = json.loads((root / "build.json").read_text(encoding="utf-8"))
+        return NativeBuild(
+            root=root,
+            mode=str(data["mode"]),
+            requires=tuple(str(f) for f in data["requires"]),
+            built_on=str((data.get("target_cpu") or data.get("built_on") or {}).get("model", "unknown")),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _check_fits(binary: Path, cpu: CpuInfo) -> None:
+    # A binary from build_llamacpp.sh knows what it needs: refuse it before it dies of SIGILL mid-load.
+    build = read_build(binary.parent.parent)
+    if build is not None and (missing := missing_flags(build.requires, cpu)):
+        raise BackendError(
+            f"llama-server {binary} was built for another CPU: {build.describe(missing)}; "
+            f"this CPU is {cpu.model}; {BUILD_HINT}"
+        )
+
+
+def find_server_binary(explicit: str | None = None, cpu: CpuInfo | None = None) -> Path:
+    """The ``llama-server`` to run: ``explicit``, ``$LLAMA_SERVER``, else a build made here that fits.
+
+    A build fits when this CPU has every flag its ``build.json`` says it needs; among those that fit,
+    :data:`BUILD_MODE_PREFERENCE` decides, then the build that uses more of the CPU.
+
+    Args:
+        explicit: A binary given by the caller (the backend's ``server_bin``).
+        cpu: The CPU to fit (default: this machine's).
 
     Raises:
-        BackendError: None found (the message says how to build one).
+        BackendError: None found, or only builds for other CPUs (the message names each build, the
+            flags it needs that this CPU lacks, and how to build one).
     """
+    cpu = cpu or cpu_info()
     candidate = explicit or os.environ.get("LLAMA_SERVER")
     if candidate:
         path = Path(candidate).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise BackendError(f"llama-server binary {path} does not exist or is not executable")
+        _check_fits(path, cpu)
         return path
-    # scripts/build_llamacpp.sh's default (AVX-512 without AMX) first, then a -march=native build.
-    builds = [
-        b for flags in BUILD_PREFERENCE
-        for b in sorted(glob.glob(str(cache_dir() / "llama.cpp" / f"*-{flags}" / "bin" / "llama-server")))
-    ]  # fmt: skip
-    if not builds:
+    roots = sorted(p for p in (cache_dir() / "llama.cpp").glob("*") if (p / "bin" / "llama-server").is_file())
+    builds = [b for b in map(read_build, roots) if b is not None and b.mode in BUILD_MODE_PREFERENCE]
+    fitting = [b for b in builds if not missing_flags(b.requires, cpu)]
+    if fitting:
+        rank = {mode: i for i, mode in enumerate(BUILD_MODE_PREFERENCE)}
+        best = min(fitting, key=lambda b: (rank[b.mode], -len(b.requires), str(b.root)))
+        return best.server
+    if builds:
+        others = "; ".join(b.describe(missing_flags(b.requires, cpu)) for b in builds)
         raise BackendError(
-            "engine=native needs llama.cpp's server built for this CPU; build it once with "
-            "`bash scripts/build_llamacpp.sh` (or point $LLAMA_SERVER at a llama-server binary)"
+            f"engine=native: no llama-server here fits this CPU ({cpu.model}): {others}; {BUILD_HINT}"
         )
-    return Path(builds[0])
+    legacy = f" ({len(roots)} older build(s) without build.json are not used)" if roots else ""
+    raise BackendError(f"engine=native needs llama.cpp's server built for this CPU{legacy}; {BUILD_HINT}")
 
 
 def server_build(binary: Path) -> str:
@@ -173,6 +249,11 @@ class LlamaServerProcess:
             code = self._proc.poll()
             self.stop()
             what = f"exited with code {code} while loading" if code is not None else f"did not start ({exc})"
+            if code == -signal.SIGILL:
+                # The binary executed an instruction this CPU does not have: a build for another CPU.
+                what += (
+                    f" (SIGILL: an instruction this CPU, {cpu_info().model}, lacks; {BUILD_HINT})"
+                )
             raise BackendError(
                 f"llama-server {what} ({' '.join(self.argv)}); "
                 f"log: {self.log_path or 'not kept (pass log_path)'}"

@@ -166,7 +166,8 @@ class ValidationCallback(BaseCallback):
         eval_freq: Validate every this many timesteps.
         select_metric: ``objective`` (validation reward, see :meth:`_objective`), ``f1``, ``em``
             or ``judge``.
-        check_summary: Called with each validation's summary and step before anything is
+        check_summary: Called with each validation's summary, step and the failure reasons its
+            episodes reported before anything is
             exported; raising stops the run (``failure_budget.FailureBudget.check_validation``).
         reward_shaper: The validation's own shaper (built from the run's ``cost`` section); before
             each validation it is synced from the training env (:func:`sync_reward_statistics`)
@@ -183,7 +184,7 @@ class ValidationCallback(BaseCallback):
         eval_freq: int,
         select_metric: str = "objective",
         verbose: int = 0,
-        check_summary: Callable[[dict[str, Any], int], None] | None = None,
+        check_summary: Callable[[dict[str, Any], int, list[str]], None] | None = None,
         reward_shaper: RewardShaper | None = None,
     ) -> None:
         super().__init__(verbose)
@@ -248,10 +249,14 @@ class ValidationCallback(BaseCallback):
         if self.num_timesteps - self.last_eval_step >= self.eval_freq:
             self.validate()
 
+    def needs_final(self, step: int) -> bool:
+        """Whether the validation at ``step``, the end of training, is still to run."""
+        return self.last_eval_step != step or self.best_score is None
+
     def _on_training_end(self) -> None:
         if self.skip_final():  # an interrupted run: save and go, validation runs when it resumes
             return
-        if self.last_eval_step != self.num_timesteps or self.best_score is None:
+        if self.needs_final(self.num_timesteps):
             self.validate()
 
     def validate(self) -> dict[str, Any]:
@@ -301,7 +306,7 @@ class ValidationCallback(BaseCallback):
         entry.update({k: v for k, v in summary.items() if k != "tiers"})
         self.history.append(entry)
         if self.check_summary is not None:
-            self.check_summary(summary, step)
+            self.check_summary(summary, step, [e for r in records for e in r.errors])
         for key, value in flat_metrics(summary, "val").items():
             self.logger.record(key, value)
         self.logger.record("val/seconds", entry["seconds"])

@@ -26,6 +26,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from common.atomic import atomic_write_json
 from common.atomic_dir import recoverable_copy, write_dir_atomically
 from common.provenance import sha256_file
+from common.redact import redact
 from envs.config_schema import without_added_defaults
 from envs.router_env import jsonable
 
@@ -42,17 +43,23 @@ class CheckpointError(ValueError):
     """A checkpoint cannot be resumed: damaged, tampered with, or from another config."""
 
 
-def config_hash(config: Mapping[str, Any], ignore: tuple[str, ...] = RESUME_FREE_KEYS) -> str:
+def config_hash(
+    config: Mapping[str, Any], ignore: tuple[str, ...] = RESUME_FREE_KEYS, *, secrets: bool = False
+) -> str:
     """Hash of the parts of a config that must match for a resume to make sense.
 
     The training budget, paths (run, cache and data directories), the resume path and the
     tracking settings may change between the original and the resumed run; benchmark,
     strategy, backend, memory, cost and PPO settings may not. Keys the typed schema added at their
     defaults are left out (``envs.config_schema.ADDED_BY_SCHEMA``): checkpoints saved before it resume.
+    Secrets (API keys, URL credentials) are hashed redacted: a rotated key is the same run, and a key
+    never has to be given back as it was (``secrets=True`` hashes them as given, as older checkpoints did).
     """
     kept = {k: v for k, v in without_added_defaults(config).items() if k not in ignore}
     if isinstance(kept.get("question_bank"), Mapping):
         kept["question_bank"] = {k: v for k, v in kept["question_bank"].items() if k != "cache_dir"}
+    if not secrets:
+        kept = redact(kept)
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -64,14 +71,53 @@ def accepted_config_hashes(config: Mapping[str, Any]) -> tuple[str, ...]:
     form, ``lam0``), so that those runs still resume.
     """
     current = config_hash(config)
+    hashes = [current, config_hash(config, secrets=True)]  # a checkpoint that hashed its secrets
     section = config.get("cost")
     cost: Mapping[str, Any] = section if isinstance(section, Mapping) else {}
     lam, name = cost.get("lambda"), str(config.get("run_name", ""))
     if cost.get("lambdas") is None and isinstance(lam, float) and f"__lam{lam:g}__" in name:
-        legacy = config_hash({**config, "run_name": name.replace(f"__lam{lam:g}__", f"__lam{lam}__", 1)})
-        if legacy != current:
-            return current, legacy
-    return (current,)
+        legacy = {**config, "run_name": name.replace(f"__lam{lam:g}__", f"__lam{lam}__", 1)}
+        hashes += [config_hash(legacy), config_hash(legacy, secrets=True)]
+    return tuple(dict.fromkeys(hashes))
+
+
+def check_resume_data(path: Path, state: Mapping[str, Any], current: Mapping[str, str]) -> None:
+    """Refuse a resume whose data differ in content from what the run trained on.
+
+    The data are compared by sha256, not by path: ``data_dir`` may move (another machine, a copy), the
+    questions may not change under a run. A checkpoint records the checksums of the data it was trained
+    on; one saved before it did is compared with the run's first record (``run_metadata.json``).
+
+    Args:
+        path: The checkpoint directory (``<run>/checkpoints/last``).
+        state: Its ``state.json``.
+        current: ``{file name: sha256}`` of the data this resume would read.
+
+    Raises:
+        CheckpointError: The contents differ (the message names each file and both checksums).
+    """
+    recorded = state.get("data_checksums")
+    if recorded is None:
+        record = path.parent.parent / "run_metadata.json"
+        try:
+            recorded = json.loads(record.read_text(encoding="utf-8")).get("data_checksums")
+        except (OSError, ValueError, AttributeError):
+            recorded = None
+    if not isinstance(recorded, Mapping) or not recorded:
+        return  # nothing recorded to compare with (a run on data the benchmark does not list)
+    if sorted(recorded.values()) == sorted(current.values()):
+        return
+    changed = [n for n in sorted(set(recorded) | set(current)) if recorded.get(n) != current.get(n)]
+    detail = "; ".join(
+        f"{n}: sha256 {str(recorded.get(n, 'absent'))[:12]} when trained, "
+        f"{str(current.get(n, 'absent'))[:12]} now"
+        for n in changed
+    )
+    raise CheckpointError(
+        f"resume={path}: the data differ from what the run trained on ({detail}); data_dir may move, the "
+        "data may not change: point data_dir (or the benchmark's file option) at the data the run read, "
+        "or train a new run on the new data"
+    )
 
 
 def save_checkpoint(
@@ -146,8 +192,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
     its lock (``common.atomic_dir.recover_dir``).
 
     Raises:
-        FileNotFoundError: If no checkpoint is found there.
-        CheckpointError: If its ``state.json`` is unreadable.
+        CheckpointError: No checkpoint there (the message says why and what to do instead), or its
+            ``state.json`` is unreadable.
     """
     p = Path(path).expanduser()
     cands = [p, p / "checkpoints" / "last"]
@@ -156,7 +202,16 @@ def resolve_checkpoint(path: str | Path) -> Path:
         if (cand / MODEL_FILE).is_file() and (cand / STATE_FILE).is_file():
             read_state(cand)
             return cand
-    raise FileNotFoundError(
+    if not p.exists():
+        raise CheckpointError(f"resume={path!s}: no such directory; give a run directory (runs/<run_name>)")
+    if (p / "config.yaml").is_file() and not (p / "checkpoints").exists():
+        # A run that stopped (error, disk full, Ctrl-C twice) before its first checkpoint.
+        raise CheckpointError(
+            f"resume={path!s}: no checkpoint there: the run stopped before its first one "
+            "(train.checkpoint_freq); nothing can be resumed, so start it again with the same command "
+            "and overwrite=true"
+        )
+    raise CheckpointError(
         f"resume={path!s}: no checkpoint there (expected {MODEL_FILE} and {STATE_FILE} in it or in "
         "its checkpoints/last/)"
     )
@@ -186,8 +241,51 @@ def checkpoint_step(path: Path) -> int:
     return int(read_state(path)["num_timesteps"])
 
 
+def _flat(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out |= _flat(v, f"{prefix}{k}.")
+        return out
+    return {prefix.rstrip("."): obj}
+
+
+def config_differences(run_dir: Path, config: Mapping[str, Any], limit: int = 5) -> list[str]:
+    """``key: A when trained, B now`` for the hashed keys where ``config`` differs from the run's record.
+
+    The record is the run's ``config.yaml`` (secrets redacted, as the hash sees them); empty when it is
+    missing or unreadable.
+    """
+    import yaml
+
+    try:
+        recorded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    if not isinstance(recorded, Mapping):
+        return []
+
+    def hashed(cfg: Mapping[str, Any]) -> dict[str, Any]:
+        kept = {k: v for k, v in without_added_defaults(cfg).items() if k not in RESUME_FREE_KEYS}
+        flat = _flat(redact(kept))
+        flat.pop("question_bank.cache_dir", None)
+        return flat
+
+    then, now = hashed(recorded), hashed(config)
+    missing = object()
+    keys = [k for k in sorted(set(then) | set(now)) if then.get(k, missing) != now.get(k, missing)]
+    return [
+        f"{k}: {then.get(k, '(unset)')!r} when trained, {now.get(k, '(unset)')!r} now" for k in keys[:limit]
+    ] + ([f"and {len(keys) - limit} more"] if len(keys) > limit else [])
+
+
 def check_checkpoint(
-    path: Path, expected_hash: str | tuple[str, ...], n_envs: int, *, warn: bool = True
+    path: Path,
+    expected_hash: str | tuple[str, ...],
+    n_envs: int,
+    *,
+    warn: bool = True,
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything that can be checked about a checkpoint without loading it; returns its state.
 
@@ -209,10 +307,12 @@ def check_checkpoint(
         )
     accepted = (expected_hash,) if isinstance(expected_hash, str) else expected_hash
     if state.get("config_hash") not in accepted:
+        diff = config_differences(path.parent.parent, config) if config is not None else []
+        what = "; ".join(diff) if diff else f"hash {state.get('config_hash')} != {accepted[0]}"
         raise CheckpointError(
-            f"resume={path}: the checkpoint was trained with a different config (hash "
-            f"{state.get('config_hash')} != {accepted[0]}); only train.*, wandb.* and resume may change "
-            "when resuming"
+            f"resume={path}: the checkpoint was trained with a different config ({what}); only train.*, "
+            "wandb.*, paths and resume may change when resuming: give those keys their trained values, or "
+            "start a new run"
         )
     if len(state.get("envs") or ()) != n_envs:
         raise CheckpointError(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
@@ -16,11 +17,30 @@ def _rate(failed: int, calls: int) -> float:
     return failed / calls if calls else 0.0
 
 
+#: Training calls a window must hold before its failure rate can stop a run: a rollout of two
+#: episodes with one failed call is not an outage.
+MIN_WINDOW_CALLS = 20
+
+
+def _reasons(counts: Counter[str]) -> str:
+    if not counts:
+        return ""
+    top = "; ".join(f"{reason!r} ({n}x)" for reason, n in counts.most_common(3))
+    return f"; why: {top}"
+
+
 class FailureBudget(BaseCallback):
-    """Count failed LLM calls of training episodes (as a callback) and check validations.
+    """Count failed LLM calls of training episodes (as a callback) and check them and validations.
+
+    A validation whose calls fail above the budget stops the run, and so do the training calls: every
+    rollout end looks at the calls since the last look (once they number :data:`MIN_WINDOW_CALLS`), so
+    a backend that dies mid-run stops it even when every validation replays its calls from the cache.
+    The messages name the first failure reasons the calls reported (``HTTP 500: boom``, a field of the
+    reply that does not parse), not a guess.
 
     Args:
-        max_rate: Largest tolerated share of failed calls in one validation (0..1).
+        max_rate: Largest tolerated share of failed calls in one validation, or in one window of
+            training calls (0..1).
         backend: A short description of the LLM backend, for the error message.
     """
 
@@ -30,6 +50,9 @@ class FailureBudget(BaseCallback):
         self.backend = backend
         self.train_failed = self.train_calls = 0
         self.val_failed = self.val_calls = 0
+        self._window_failed = self._window_calls = 0
+        self._window_start = 0
+        self._train_reasons: Counter[str] = Counter()
 
     def _on_step(self) -> bool:
         for info, done in zip(self.locals.get("infos", []), self.locals.get("dones", []), strict=False):
@@ -37,10 +60,48 @@ class FailureBudget(BaseCallback):
             if record is not None:
                 self.train_failed += int(record.failures)
                 self.train_calls += int(record.calls)
+                self._window_failed += int(record.failures)
+                self._window_calls += int(record.calls)
+                self._train_reasons.update(getattr(record, "errors", ()))
         return True
 
-    def check_validation(self, summary: Mapping[str, Any], step: int) -> None:
+    def _on_rollout_end(self) -> None:
+        self.check_training(int(self.num_timesteps))
+
+    def check_training(self, step: int, *, final: bool = False) -> None:
+        """Stop the run if the training calls since the last check fail above the budget.
+
+        Args:
+            step: The current timestep (for the message).
+            final: The run is about to export its router: check whatever the window holds.
+
+        Raises:
+            FailureBudgetExceeded: ``failed / calls > max_rate`` over at least
+                :data:`MIN_WINDOW_CALLS` training calls (any number when ``final``).
+        """
+        failed, calls = self._window_failed, self._window_calls
+        if calls < (1 if final else MIN_WINDOW_CALLS):
+            return
+        start, rate = self._window_start, _rate(failed, calls)
+        self._window_failed = self._window_calls = 0
+        self._window_start = step
+        if rate > self.max_rate:
+            raise FailureBudgetExceeded(
+                f"training steps {start}-{step}: {failed} of {calls} LLM calls failed ({rate:.0%} > "
+                f"train.max_failure_rate={self.max_rate:g}){_reasons(self._train_reasons)}; "
+                f"LLM backend {self.backend}. Stopped before exporting a router. Fix the backend (or "
+                "raise train.max_failure_rate to tolerate more failures)"
+            )
+
+    def check_validation(
+        self, summary: Mapping[str, Any], step: int, reasons: Iterable[str] = ()
+    ) -> None:
         """Print a validation's failed/total calls; raise if the rate passes the budget.
+
+        Args:
+            summary: The validation's summary (``failures``, ``llm_calls``).
+            step: The timestep it ran at.
+            reasons: The failure reasons its episodes reported.
 
         Raises:
             FailureBudgetExceeded: ``failures / llm_calls > max_rate`` in this validation.
@@ -55,11 +116,14 @@ class FailureBudget(BaseCallback):
             flush=True,
         )
         if rate > self.max_rate:
+            why = _reasons(Counter(reasons)) or (
+                "; no reason was reported (dead endpoint, wrong base_url, model or key?)"
+            )
             raise FailureBudgetExceeded(
                 f"validation at step {step}: {failed} of {calls} LLM calls failed ({rate:.0%} > "
-                f"train.max_failure_rate={self.max_rate:g}); the LLM backend {self.backend} is not "
-                "answering (dead endpoint, wrong base_url, model or key?). Stopped before exporting a "
-                "router. Fix the backend, or raise train.max_failure_rate to tolerate more failures"
+                f"train.max_failure_rate={self.max_rate:g}){why}; LLM backend {self.backend}. Stopped "
+                "before exporting a router. Fix the backend, or raise train.max_failure_rate to "
+                "tolerate more failures"
             )
 
     def totals(self) -> dict[str, int]:

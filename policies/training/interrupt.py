@@ -57,8 +57,8 @@ class GracefulStop:
             raise KeyboardInterrupt  # the second Ctrl-C: the user wants out now
         self.signal_name = signal.Signals(signum).name
         print(
-            f"\n{self.signal_name}: stopping at the next step to save a checkpoint "
-            "(Ctrl-C again to quit without saving)",
+            f"\n{self.signal_name}: stopping to save a checkpoint after the current step (a running "
+            "validation finishes first; Ctrl-C again to quit without saving)",
             file=sys.stderr,
             flush=True,
         )
@@ -91,12 +91,15 @@ class StopOnSignal(BaseCallback):
 
 
 def ignore_interrupts_in_worker() -> None:
-    """In a subprocess environment worker: leave Ctrl-C (sent to the whole process group) to the parent.
+    """In a subprocess environment worker: leave the stop signals of :data:`STOP_SIGNALS` to the parent.
 
-    The parent stops the workers itself after saving; a worker killed by the terminal's SIGINT would
-    take the environment state the checkpoint needs with it.
+    Ctrl-C reaches the whole process group, and so does a scheduler's SIGTERM (Slurm, ``kill -TERM
+    -PGID``). The parent stops the workers itself after saving; a worker killed by the signal would take
+    the environment state the checkpoint needs with it. A worker whose parent is gone (even by SIGKILL)
+    still ends: it reads EOF from its pipe, and SB3's workers are daemons.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def resume_command(overrides: list[str] | None, run_dir: Any) -> str:

@@ -17,8 +17,10 @@ from stable_baselines3.common.callbacks import CallbackList
 
 from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_text
+from common.atomic_dir import free_space
+from common.config_error import ConfigError
 from common.provenance import run_metadata
-from common.redact import redact, redact_argv
+from common.redact import REDACTED, redact, redact_argv, redacted_placeholders
 from envs.components import make_components
 from envs.question_bank import question_bank_from
 from envs.reward import RewardShaper
@@ -33,6 +35,7 @@ from policies.training.callbacks import (
 from policies.training.checkpoint import (
     accepted_config_hashes,
     check_checkpoint,
+    check_resume_data,
     checkpoint_step,
     config_hash,
     load_checkpoint,
@@ -44,7 +47,7 @@ from policies.training.config import lam_tag
 from policies.training.failure_budget import FailureBudget
 from policies.training.interrupt import GracefulStop, StopOnSignal, TrainingInterrupted, resume_command
 from policies.training.progress_lines import ProgressLinesCallback
-from policies.training.rundir import check_run_dir, claim_run_dir
+from policies.training.rundir import RunDirError, check_run_dir, claim_run_dir
 from policies.training.settings import Config, parse_config
 from policies.training.tracking import Tracker, trim_logs_after
 from policies.training.vec_env import build_vec_env
@@ -86,8 +89,36 @@ def _write_run_record(
     cfg: Mapping[str, Any],
     provenance: Mapping[str, Any],
     hydra_overrides: Sequence[str] | None,
+    resumed_from: int | None = None,
 ) -> None:
-    """``config.yaml``, ``run_metadata.json`` and (from ``train.py``) ``.hydra/``, secrets redacted."""
+    """``config.yaml``, ``run_metadata.json`` and (from ``train.py``) ``.hydra/``, secrets redacted.
+
+    A resume never rewrites the record of what the run was: it adds ``run_metadata-from-<step>.json``
+    (this piece's config, command, commit, packages and data checksums) beside it, as it adds
+    ``progress-from-<step>.csv`` beside ``progress.csv``.
+    """
+    try:
+        _write_record_files(run_dir, cfg, provenance, hydra_overrides, resumed_from)
+    except OSError as exc:
+        raise RunDirError(
+            f"{run_dir}: the run record could not be written ({exc.strerror or exc}: "
+            f"{exc.filename or run_dir}); {free_space(run_dir)} (disk full?); nothing was trained yet"
+        ) from exc
+
+
+def _write_record_files(
+    run_dir: Path,
+    cfg: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+    hydra_overrides: Sequence[str] | None,
+    resumed_from: int | None,
+) -> None:
+    if resumed_from is not None and (run_dir / "run_metadata.json").is_file():
+        piece = {**provenance, "resumed_from_step": resumed_from}
+        if hydra_overrides is not None:
+            piece["overrides"] = redact_argv(list(hydra_overrides))
+        atomic_write_json(run_dir / f"run_metadata-from-{resumed_from}.json", piece)
+        return
     public = yaml.safe_dump(redact(dict(cfg)), sort_keys=False)
     atomic_write_text(run_dir / "config.yaml", public)
     atomic_write_json(run_dir / "run_metadata.json", provenance)
@@ -125,6 +156,12 @@ def train(
     """
     t0 = time.perf_counter()
     cfg = copy.deepcopy(dict(cfg))
+    if placeholders := redacted_placeholders(cfg):
+        raise ConfigError(
+            f"{', '.join(placeholders)}: {REDACTED!r} is the placeholder printed in place of a secret; give "
+            "the secret itself again (a rotated one is fine), or keep it in the environment and name the "
+            "variable (backend.api_key_env)"
+        )
     config = parse_config(cfg)
     ts, ps, ws, seed = config.train, config.ppo, config.wandb, config.seed
     run_name = config.run_name
@@ -136,9 +173,11 @@ def train(
     # Resolve the checkpoint before loading any model, so a bad path fails in a second.
     ckpt = resolve_checkpoint(config.resume) if config.resume else None
     if ckpt is not None:
-        check_checkpoint(ckpt, accepted_hashes, ts.n_envs)
+        ckpt_state = check_checkpoint(ckpt, accepted_hashes, ts.n_envs, config=cfg)
     check_run_dir(run_dir, ckpt, config.overwrite)
     provenance = run_metadata(cfg, _data_files(config))
+    if ckpt is not None:
+        check_resume_data(ckpt, ckpt_state, provenance["data_checksums"])
     csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
     # One line per training episode (what was chosen for which question), per piece like the CSV.
     episodes_name = csv_name.replace("progress", "episodes").replace(".csv", ".jsonl")
@@ -165,7 +204,9 @@ def train(
             print(line)
         if ckpt is not None and ckpt.parent == run_dir / "checkpoints" and ckpt.name != "last":
             ckpt = run_dir / "checkpoints" / "last"  # the interrupted swap's copy, now restored
-        _write_run_record(run_dir, cfg, provenance, hydra_overrides)
+        _write_run_record(
+            run_dir, cfg, provenance, hydra_overrides, checkpoint_step(ckpt) if ckpt is not None else None
+        )
         if ckpt is not None:  # the logs describe the run the checkpoint holds, nothing it lost
             for line in trim_logs_after(run_dir, checkpoint_step(ckpt)):
                 print(f"resume: {line}")
@@ -209,7 +250,11 @@ def train(
         reported = {"step": -1}
 
         def save(model: PPO) -> Path:
-            meta = {"run_name": run_name, "config_hash": chash}
+            meta = {
+                "run_name": run_name,
+                "config_hash": chash,
+                "data_checksums": provenance["data_checksums"],
+            }
             path = save_checkpoint(ckpt_dir, model, vec_env, validation.state_dict(), meta)
             last = validation.history[-1] if validation.history else None
             if report is not None and last is not None and last["step"] > reported["step"]:
@@ -252,7 +297,9 @@ def train(
         remaining = ts.total_timesteps - int(model.num_timesteps)
         stop = GracefulStop()
         checkpoints = CheckpointCallback(save, ts.checkpoint_freq, stop_requested=lambda: stop.requested)
-        validation.skip_final = lambda: checkpoints.stopped
+        # A stop asked for at any point, the end of training included, skips the final validation: the
+        # checkpoint saved at the end holds the finished training, and its resume runs the validation.
+        validation.skip_final = lambda: checkpoints.stopped or stop.requested
         callbacks = CallbackList(
             [
                 StopOnSignal(lambda: checkpoints.stopped),
@@ -276,7 +323,7 @@ def train(
                 )
             # The final validation runs in on_training_end, after SB3's last dump.
             tracker.logger.dump(model.num_timesteps)
-            if checkpoints.stopped and stop.signal_name is not None:
+            if stop.signal_name is not None:
                 command = resume_command(redact_argv(list(hydra_overrides or [])), run_dir)
                 raise TrainingInterrupted(
                     f"{stop.signal_name} at step {checkpoints.last_save_step}: checkpoint saved to "
@@ -284,9 +331,19 @@ def train(
                     stop.signal_name,
                 )
         else:
+            # A finished run's last update was logged by the end-of-run dump, which resume trims with the
+            # other rows no rollout holds; the checkpoint carries those values, so write them back.
+            tracker.logger.dump(model.num_timesteps)
             print(
                 f"nothing to do: the checkpoint is at {model.num_timesteps} >= {ts.total_timesteps} timesteps"
             )
+            if validation.needs_final(int(model.num_timesteps)):
+                # The run was stopped after its training, before its final validation: run it now.
+                validation.init_callback(model)
+                validation.num_timesteps = int(model.num_timesteps)  # set by on_step(), which ran in learn()
+                validation.validate()
+                tracker.logger.dump(model.num_timesteps)
+                save(model)  # the validation history now holds it: a second resume does not repeat it
         t_learn = time.perf_counter() - t1
 
         # Says whether the selected router is more than a fixed tier path (issue #14), with the

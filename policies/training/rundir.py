@@ -25,6 +25,42 @@ class RunDirError(RuntimeError):
     """A run directory is in use by another process or already holds a run; the message says what to do."""
 
 
+def check_writable_dir(path: str | os.PathLike[str], key: str) -> None:
+    """Make sure ``path`` is, or can be made, a directory this process writes into.
+
+    Hydra creates the run directory before ``train()`` runs any check, so a runs directory on a
+    read-only disk, under a file, or nowhere used to end in Hydra's traceback. This probes by creating
+    what is missing (and removing what it created).
+
+    Args:
+        path: The directory (``runs_dir``, or the parent of ``run_dir``).
+        key: The config key that named it, for the message.
+
+    Raises:
+        RunDirError: It cannot be created or written (the message names the key, the path and the
+            OS error).
+    """
+    target = Path(path).expanduser()
+    created: list[Path] = []
+    try:
+        for part in reversed([target, *target.parents]):
+            if not part.exists():
+                part.mkdir()
+                created.append(part)
+        probe = target / f".write-probe-{os.getpid()}"
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        raise RunDirError(
+            f"{key}={path}: cannot write there ({exc.strerror or exc}); choose a directory this user can "
+            "create and write, e.g. runs_dir=$HOME/runs"
+        ) from None
+    finally:
+        for part in reversed(created):
+            with contextlib.suppress(OSError):
+                part.rmdir()
+
+
 def _holder(lock_path: Path) -> str:
     try:
         info = json.loads(lock_path.read_text(encoding="utf-8"))

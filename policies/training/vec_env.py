@@ -100,7 +100,7 @@ def worker_thunk(
 
 
 def _in_worker_process(thunk: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
-    """``thunk`` run in a subprocess worker that leaves Ctrl-C to the parent (which saves first)."""
+    """``thunk`` run in a subprocess worker that leaves SIGINT/SIGTERM to the parent (which saves first)."""
 
     def run() -> gym.Env:
         ignore_interrupts_in_worker()
