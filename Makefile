@@ -25,7 +25,8 @@ test-vllm: setup-vllm
 	BUDGET_ROUTER_REQUIRE_VLLM=1 VLLM_LOGGING_LEVEL=WARNING HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
 		WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -m vllm -rs tests/test_vllm_engine.py tests/test_backends_vllm.py
 
-# llama.cpp's server compiled for this CPU (AVX-512/VNNI), cached under ~/.cache/budget_router/llama.cpp/.
+# llama.cpp's server compiled for this CPU (the GGML options its /proc/cpuinfo flags support, AMX off), cached
+# per CPU feature set under ~/.cache/budget_router/llama.cpp/ (scripts/build_llamacpp.sh --print shows the choice).
 build-llamacpp:
 	bash scripts/build_llamacpp.sh
 

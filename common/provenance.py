@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from common.cpu import cpu_record
 from common.datadir import PROJECT_ROOT
 from common.redact import redact, redact_argv
 
@@ -84,7 +85,7 @@ def data_checksums(paths: Iterable[str | os.PathLike[str]]) -> dict[str, str]:
 
 
 def run_metadata(config: Mapping[str, Any] | None = None, data_files: Iterable[Path] = ()) -> dict[str, Any]:
-    """Bundle the resolved config, git commit, package versions and data checksums.
+    """Bundle the resolved config, git commit, package versions, data checksums and the CPU.
 
     Secrets in the config and the command line (API keys, URL credentials) are redacted: this
     is written to disk (``common.redact``).
@@ -95,4 +96,6 @@ def run_metadata(config: Mapping[str, Any] | None = None, data_files: Iterable[P
         "packages": package_versions(),
         "data_checksums": data_checksums(data_files),
         "argv": redact_argv(sys.argv),
+        # wall times and call latencies in a run's results mean little without the machine behind them
+        "cpu": cpu_record(),
     }

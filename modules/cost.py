@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.redact import redact_text
+
 #: How many distinct failure reasons a cost keeps (the first ones seen).
 MAX_ERRORS = 3
 #: How long one kept reason may be (a server's whole HTML error page is not a reason).
@@ -11,9 +13,14 @@ MAX_ERROR_CHARS = 300
 
 
 def merge_errors(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
-    """The first :data:`MAX_ERRORS` distinct reasons of ``a`` then ``b``, each cut to a readable length."""
+    """The first :data:`MAX_ERRORS` distinct reasons of ``a`` then ``b``, each cut to a readable length.
+
+    Reasons are redacted (``common.redact``): a connection error quotes its URL, credentials included, and
+    reasons reach episode records and error messages.
+    """
     out: list[str] = []
-    for e in (*a, *b):
+    for raw in (*a, *b):
+        e = redact_text(raw)
         e = e if len(e) <= MAX_ERROR_CHARS else e[: MAX_ERROR_CHARS - 1] + "…"
         if e not in out:
             out.append(e)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from modules.backends.base import GenerationResult
-from modules.cost import Cost
+from modules.cost import Cost, merge_errors
 from modules.models import MODELS
 
 REFERENCE_PRICE_PER_M = 0.06
@@ -131,7 +131,7 @@ class CostModel:
             cache_hits=int(result.cached),
             failures=int(not result.ok),
             models=(result.model_id,),
-            errors=() if result.ok else (str(result.error or "failed without a reason"),),
+            errors=() if result.ok else merge_errors((), (str(result.error or "failed without a reason"),)),
         )
 
     def non_llm(self, gflops: float, latency_s: float = 0.0) -> Cost:

@@ -31,6 +31,7 @@ Ray is an optional extra (``pip install 'budget-router[ray]'``), imported only w
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -104,14 +105,42 @@ def reveal_secret_overrides(overrides: Sequence[str]) -> list[str]:
     return out
 
 
-def trial_overrides(overrides: Sequence[str], lam: float, seed: int, runs_dir: Path) -> list[str]:
-    """Hydra overrides of one trial: the sweep's, then λ, seed and the absolute runs dir."""
-    return [*overrides, f"cost.lambda={lam}", f"seed={seed}", f"runs_dir={runs_dir}"]
+#: One trial's PPO (or other) settings drawn from ``--search``: ``{config key: value}``; empty without one.
+Settings = Mapping[str, Any]
 
 
-def trial_config(overrides: Sequence[str], lam: float, seed: int, runs_dir: Path) -> dict[str, Any]:
-    """The resolved config of one trial (``resume`` if its run dir has a checkpoint, else ``overwrite``)."""
-    cfg = load_config(trial_overrides(overrides, lam, seed, runs_dir))
+def settings_tag(settings: Settings) -> str:
+    """The run-name suffix of a trial's searched settings: ``hp`` and a hash of them ("" for none).
+
+    Named by content, so a changed search space never mistakes an old run for one of its trials.
+    """
+    if not settings:
+        return ""
+    text = json.dumps({k: settings[k] for k in sorted(settings)}, sort_keys=True, default=str)
+    return "hp" + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def trial_overrides(
+    overrides: Sequence[str], lam: float, seed: int, runs_dir: Path, settings: Settings | None = None
+) -> list[str]:
+    """Hydra overrides of one trial: the sweep's, the searched settings, then λ, seed and the runs dir."""
+    searched = [f"{k}={v}" for k, v in sorted((settings or {}).items())]
+    return [*overrides, *searched, f"cost.lambda={lam}", f"seed={seed}", f"runs_dir={runs_dir}"]
+
+
+def trial_config(
+    overrides: Sequence[str], lam: float, seed: int, runs_dir: Path, settings: Settings | None = None
+) -> dict[str, Any]:
+    """The resolved config of one trial (``resume`` if its run dir has a checkpoint, else ``overwrite``).
+
+    A trial of a ``--search`` is named ``<run_name>__hp<hash>``: the trials of one λ and seed differ only
+    in their settings, and each needs its own run directory.
+    """
+    cfg = load_config(trial_overrides(overrides, lam, seed, runs_dir, settings))
+    tag = settings_tag(settings or {})
+    if tag:
+        cfg["run_name"] = f"{cfg['run_name']}__{tag}"
+        cfg["run_dir"] = str(Path(cfg["runs_dir"]) / cfg["run_name"])
     run_dir = Path(cfg["run_dir"])
     last = run_dir / "checkpoints" / "last"
     if cfg.get("resume") is None and (last.is_dir() or recoverable_copy(last) is not None):
@@ -144,13 +173,14 @@ def run_trial(
     runs_dir: Path,
     train_fn: TrainFn | None = None,
     report: Reporter | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
     """Run (or, if finished, just read) one trial; returns ``train``'s result dict.
 
     Also usable without Ray (the sequential fallback and tests). ``report`` receives every
     validation with its checkpoint (the real training only; a ``train_fn`` stand-in gets none).
     """
-    cfg = trial_config(overrides, lam, seed, runs_dir)
+    cfg = trial_config(overrides, lam, seed, runs_dir, settings)
     run_dir = Path(cfg["run_dir"])
     done = finished_result(run_dir)
     if done is not None:
@@ -179,7 +209,8 @@ def _tune_trainable(train_fn: TrainFn | None) -> Callable[[dict[str, Any]], None
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(checkpoint_dir)))
 
         runs_dir = Path(config["runs_dir"])
-        result = run_trial(overrides, config["lambda"], config["seed"], runs_dir, train_fn, report)
+        settings = config.get("settings") or {}
+        result = run_trial(overrides, config["lambda"], config["seed"], runs_dir, train_fn, report, settings)
         metrics = {k: v for k, v in summary_row(result).items() if isinstance(v, (int, float))}
         best = result.get("best_score")
         final = {"score": float(best)} if isinstance(best, int | float) else {}
@@ -190,24 +221,39 @@ def _tune_trainable(train_fn: TrainFn | None) -> Callable[[dict[str, Any]], None
     return trainable
 
 
+#: One trial of a sweep: λ, seed and the searched settings (``{}`` without a search).
+TrialKey = tuple[float, int, str]
+
+
+def _key(lam: float, seed: int, settings: Settings | None) -> TrialKey:
+    return (float(lam), int(seed), settings_tag(settings or {}))
+
+
 def _write_summary(
     path: Path,
-    grid: Sequence[tuple[float, int]],
+    grid: Sequence[tuple[float, int, Settings]],
     overrides: Sequence[str],
     runs_dir: Path,
-    notes: Mapping[tuple[float, int], str] | None = None,
+    notes: Mapping[TrialKey, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Rewrite ``sweep.csv``: one row per (λ, seed), unfinished ones with what Tune knows (``notes``)."""
+    """Rewrite ``sweep.csv``: one row per trial, unfinished ones with what Tune knows (``notes``).
+
+    A sweep with ``--search`` adds a ``settings`` column (the trial's searched values, as JSON).
+    """
     rows = []
-    for lam, seed in grid:
-        run_dir = Path(trial_config(overrides, lam, seed, runs_dir)["run_dir"])
+    searched = any(settings for _, _, settings in grid)
+    for lam, seed, settings in grid:
+        run_dir = Path(trial_config(overrides, lam, seed, runs_dir, settings)["run_dir"])
         done = finished_result(run_dir)
         if done is not None:
-            rows.append(summary_row(done))
+            row = summary_row(done)
         else:
-            status = (notes or {}).get((lam, seed), "unfinished")
-            rows.append({**dict.fromkeys(COLUMNS), "lambda": lam, "seed": seed, "status": status})
-    atomic_write_text(path, render_csv(rows))
+            status = (notes or {}).get(_key(lam, seed, settings), "unfinished")
+            row = {**dict.fromkeys(COLUMNS), "lambda": lam, "seed": seed, "status": status}
+        if searched:
+            row["settings"] = json.dumps(dict(settings), sort_keys=True)
+        rows.append(row)
+    atomic_write_text(path, render_csv(rows, (*COLUMNS, "settings") if searched else COLUMNS))
     return rows
 
 
@@ -226,8 +272,11 @@ def run_sweep(
     ray_init_kwargs: Mapping[str, Any] | None = None,
     scheduler: str | None = None,
     grace_period: int = 1,
+    search: Sequence[str] = (),
+    samples: int = 4,
+    search_seed: int = 0,
 ) -> dict[str, Any]:
-    """Run every (λ, seed) trial on Ray Tune; finished trials are skipped, killed ones retried.
+    """Run every (λ, seed[, settings]) trial on Ray Tune; finished trials are skipped, killed ones retried.
 
     Args:
         lambdas: Cost weights λ.
@@ -242,9 +291,15 @@ def run_sweep(
         train_fn: Replaces :func:`policies.training.loop.train` (must be picklable).
         ray_init_kwargs: Extra ``ray.init`` arguments for a local instance.
         scheduler: ``"asha"`` stops trials whose validation score (``score``: the validation objective
-            by default) trails the others' at the same number of validations; None runs every trial
-            to the end.
+            by default) trails that of trials *of the same λ* at the same number of validations (the
+            objective's scale grows with λ, so trials of different λ are never compared and every λ
+            keeps a completed trial); None runs every trial to the end.
         grace_period: Validations every trial gets before ASHA may stop it.
+        search: ``KEY=DIST(args)`` search-space entries (:func:`parse_search`), e.g.
+            ``ppo.learning_rate=loguniform(1e-4,3e-3)``: each λ and seed then trains ``samples`` trials,
+            one per drawn setting; ASHA (within each λ) stops the settings that trail.
+        samples: Settings drawn from ``search`` (the same draws for every λ and seed).
+        search_seed: Seed of those draws.
 
     Returns:
         ``{"rows": [...], "summary": csv_path, "trials": n, "skipped": n_already_finished,
@@ -275,15 +330,16 @@ def run_sweep(
     runs = Path(runs_dir).resolve()
     sweep_dir = runs / "sweeps" / sweep_name
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    grid = [(float(lam), int(seed)) for lam in lambdas for seed in seeds]
+    draws = draw_settings(parse_search(search), samples, search_seed) if search else [{}]
+    grid = [(float(lam), int(seed), hp) for lam in lambdas for seed in seeds for hp in draws]
     todo = [
-        (lam, seed)
-        for lam, seed in grid
-        if finished_result(Path(trial_config(overrides, lam, seed, runs)["run_dir"])) is None
+        (lam, seed, hp)
+        for lam, seed, hp in grid
+        if finished_result(Path(trial_config(overrides, lam, seed, runs, hp)["run_dir"])) is None
     ]
     summary_path = sweep_dir / "sweep.csv"
     failed: list[str] = []
-    notes: dict[tuple[float, int], str] = {}
+    notes: dict[TrialKey, str] = {}
     if todo:
         # A local Ray instance started here hands this environment to its workers.
         os.environ.update(secret_env)
@@ -312,7 +368,8 @@ def run_sweep(
             trainable = tune.with_resources(_tune_trainable(train_fn), {"cpu": cpus_per_trial})
             experiment = sweep_dir / "tune" / sweep_name
             grid_file = sweep_dir / "grid.json"
-            planned = {"grid": [list(x) for x in grid], "overrides": public_overrides, "scheduler": scheduler}
+            planned = {"grid": [list(x) for x in grid], "overrides": public_overrides, "scheduler": scheduler,
+                       "search": list(search), "samples": samples, "search_seed": search_seed}  # fmt: skip
             if tune.Tuner.can_restore(str(experiment)) and grid_file.is_file():
                 if json.loads(grid_file.read_text()) != planned:
                     raise ValueError(
@@ -330,8 +387,9 @@ def run_sweep(
                     trainable,
                     param_space={
                         # in the order given: with one trial at a time, the first ones set ASHA's bar
-                        "lambda": tune.grid_search(list(dict.fromkeys(lam for lam, _ in todo))),
-                        "seed": tune.grid_search(list(dict.fromkeys(s for _, s in todo))),
+                        "lambda": tune.grid_search(list(dict.fromkeys(lam for lam, _, _ in todo))),
+                        "seed": tune.grid_search(list(dict.fromkeys(s for _, s, _ in todo))),
+                        "settings": tune.grid_search(_unique(hp for _, _, hp in todo)),
                         "overrides": public_overrides,
                         "runs_dir": str(runs),
                         "sweep": sweep_name,
@@ -370,15 +428,21 @@ def run_sweep(
 
 
 def _scheduler(name: str | None, grace_period: int) -> Any:
-    """Tune's scheduler for ``--scheduler`` (None: FIFO, every trial runs to its end)."""
+    """Tune's scheduler for ``--scheduler`` (None: FIFO, every trial runs to its end).
+
+    ``asha`` is ASHA within each λ (:class:`scale.tune_scheduler.PerLambdaASHA`): the validation
+    objective is ``F1 + λ·α·r_cost``, whose scale grows with λ, so one ASHA over the whole grid stopped the
+    low-λ trials (the quality end of the frontier) for scoring below high-λ ones.
+    """
     if name is None or name == "fifo":
         return None
     if name != "asha":
         raise ValueError(f"--scheduler {name!r}: choose asha or fifo")
-    from ray.tune.schedulers import ASHAScheduler
+    from scale.tune_scheduler import PerLambdaASHA
 
     # time_attr counts reports: one per validation (and one at the end).
-    return ASHAScheduler(
+    return PerLambdaASHA(
+        group_key="lambda",
         metric="score",
         mode="max",
         time_attr="training_iteration",
@@ -387,15 +451,76 @@ def _scheduler(name: str | None, grace_period: int) -> Any:
     )
 
 
-def _trial_notes(results: Any) -> dict[tuple[float, int], str]:
+def _unique(items: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for item in items:
+        if dict(item) not in out:
+            out.append(dict(item))
+    return out
+
+
+#: ``--search`` distributions: Tune's search-space functions a sweep may draw settings from.
+SEARCH_FUNCTIONS = ("choice", "uniform", "loguniform", "randint", "quniform", "qloguniform")
+
+
+def parse_search(specs: Sequence[str]) -> dict[str, Any]:
+    """``["ppo.learning_rate=loguniform(1e-4,3e-3)", "ppo.n_steps=choice(64,128)"]`` -> Tune domains.
+
+    Raises:
+        ValueError: A malformed entry, an unknown function or bad arguments (the message names the
+            entry and the forms accepted).
+    """
+    import ast
+
+    from ray import tune
+
+    space: dict[str, Any] = {}
+    forms = ", ".join(f"{f}(...)" for f in SEARCH_FUNCTIONS)
+    for spec in specs:
+        key, sep, expr = spec.partition("=")
+        fn, paren, rest = expr.strip().partition("(")
+        if not sep or not key.strip() or not paren or not rest.endswith(")") or fn not in SEARCH_FUNCTIONS:
+            raise ValueError(f"--search {spec!r}: expected KEY=FUNCTION(args) with one of {forms}")
+        try:
+            args = ast.literal_eval(f"({rest[:-1]},)")
+        except (SyntaxError, ValueError) as exc:
+            raise ValueError(f"--search {spec!r}: arguments must be numbers or strings ({exc})") from None
+        try:
+            space[key.strip()] = getattr(tune, fn)(list(args)) if fn == "choice" else getattr(tune, fn)(*args)
+        except (TypeError, ValueError, AssertionError) as exc:
+            raise ValueError(f"--search {spec!r}: {exc or 'bad arguments'}") from None
+    return space
+
+
+def draw_settings(space: Mapping[str, Any], samples: int, seed: int) -> list[dict[str, Any]]:
+    """``samples`` settings drawn from Tune's ``space`` with a seeded generator.
+
+    The same draws every run, so a restarted sweep finds its trials; repeated draws are kept once.
+    """
+    import numpy as np
+
+    if samples < 1:
+        raise ValueError(f"--samples must be >= 1, got {samples}")
+    rng = np.random.RandomState(seed)
+    draws = []
+    for _ in range(samples):
+        draw = {}
+        for key in sorted(space):
+            value = space[key].sample(random_state=rng)
+            draw[key] = value.item() if hasattr(value, "item") else value
+        draws.append(draw)
+    return _unique(draws)
+
+
+def _trial_notes(results: Any) -> dict[TrialKey, str]:
     """What ``sweep.csv`` says of trials without a ``result.json``: an error, or an early stop."""
-    notes: dict[tuple[float, int], str] = {}
+    notes: dict[TrialKey, str] = {}
     for i in range(len(results)):
         result = results[i]
         config = result.config or {}
         if "lambda" not in config:
             continue
-        key = (float(config["lambda"]), int(config["seed"]))
+        key = _key(config["lambda"], config["seed"], config.get("settings"))
         if result.error is not None:
             first = str(result.error).strip().splitlines()[-1] if str(result.error).strip() else "error"
             notes[key] = f"error: {first[:200]}"
@@ -430,6 +555,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--grace-period", type=int, default=1, help="validations before ASHA may stop a trial"
     )
+    parser.add_argument(
+        "--search",
+        action="append",
+        default=[],
+        metavar="KEY=DIST(args)",
+        help="a setting to search within each λ, e.g. 'ppo.learning_rate=loguniform(1e-4,3e-3)', "
+        "'ppo.ent_coef=choice(0,0.01)' (choice, uniform, loguniform, randint, quniform, qloguniform); repeat",
+    )
+    parser.add_argument("--samples", type=int, default=4, help="settings drawn from --search")
+    parser.add_argument("--search-seed", type=int, default=0, help="seed of the --search draws")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every trial")
     args = parser.parse_args(argv)
     out = run_sweep(
@@ -444,6 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         scheduler=args.scheduler,
         grace_period=args.grace_period,
         address=args.address,
+        search=args.search,
+        samples=args.samples,
+        search_seed=args.search_seed,
     )
     return 1 if out["failed"] else 0
 

@@ -23,12 +23,16 @@ The reported latency of each request is the batch's wall time divided by the bat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
+import sys
 import time
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
@@ -81,6 +85,50 @@ def _vllm_api() -> tuple[Any, Any, Any]:
     return vllm.LLM, vllm.SamplingParams, schema_kwargs
 
 
+@contextlib.contextmanager
+def _namespaces_vllm_can_scan() -> Iterator[list[str]]:
+    """Hide, while an engine starts, module attributes whose ``__dict__`` is not a mapping.
+
+    At start the CPU build of vLLM (0.32) rebinds its Triton kernels by scanning every module in
+    ``sys.modules`` and calling ``vars(value).get("kernel")`` on each attribute that has a ``__dict__``.
+    llvmlite's ``binding.ffi.lib`` (imported with numba by many libraries, and by a first vLLM engine)
+    answers any attribute, ``__dict__`` included, with a C-function wrapper, so the scan died with
+    ``'_lib_fn_wrapper' object has no attribute 'get'``: a second engine in one process, or a first one
+    after numba, could not start. Such attributes are taken out of their module for the start and put back.
+
+    Yields:
+        ``module.attribute`` names that were hidden.
+    """
+    with warnings.catch_warnings():  # deprecated objects (torch.distributed.reduce_op) warn when touched
+        warnings.simplefilter("ignore")
+        hidden = _fake_dict_attributes()
+    for module, attr, _ in hidden:
+        delattr(module, attr)
+    try:
+        yield [f"{module.__name__}.{attr}" for module, attr, _ in hidden]
+    finally:
+        for module, attr, value in hidden:
+            setattr(module, attr, value)
+
+
+def _fake_dict_attributes() -> list[tuple[ModuleType, str, Any]]:
+    hidden: list[tuple[ModuleType, str, Any]] = []
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict) or not isinstance(module, ModuleType):
+            continue
+        for attr, value in list(namespace.items()):
+            if isinstance(value, ModuleType | type) or not hasattr(type(value), "__getattr__"):
+                continue  # only objects that invent attributes can invent a __dict__
+            try:
+                fake = not isinstance(vars(value), Mapping)
+            except Exception:
+                fake = False
+            if fake:
+                hidden.append((module, attr, value))
+    return hidden
+
+
 class VLLMBackend(LLMBackend):
     """Generate with vLLM's offline ``LLM`` engine.
 
@@ -130,7 +178,9 @@ class VLLMBackend(LLMBackend):
             path = str(resolve_model_path(model)) if spec else model
             if path.endswith(".gguf"):
                 path = str(hf_dir_from_gguf(path, self.dtype))
-            engine = llm_cls(model=path, **self._engine_kwargs(enforce_eager, cpu_kv_cache_gb, engine_kwargs))
+            kwargs = self._engine_kwargs(enforce_eager, cpu_kv_cache_gb, engine_kwargs)
+            with _namespaces_vllm_can_scan():
+                engine = llm_cls(model=path, **kwargs)
         self.engine = engine
         self.tokenizer = engine.get_tokenizer()
         try:

@@ -142,3 +142,35 @@ def test_old_vllm_guided_decoding(fake_vllm) -> None:
     be = get_backend("vllm", model="smollm2-135m", engine=FakeEngine())
     sp = be.sampling_params(GenerationRequest(prompt="x", json_schema={"type": "string"}))
     assert sp.kwargs["guided_decoding"].json == {"type": "string"}
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # the scan touches deprecated torch objects
+def test_an_engine_starts_when_a_module_holds_an_object_with_a_fake_dict(fake_vllm, monkeypatch) -> None:
+    """Round 4: "two engines in one process" failed because vLLM's CPU build scans every module at engine
+    start and calls ``vars(value).get(...)``; llvmlite's ``binding.ffi.lib`` (numba's, and imported by a first
+    engine) answers ``__dict__`` with a C-function wrapper. Such attributes are hidden during the start."""
+
+    class LibWrapper:  # what llvmlite.binding.ffi.lib does: any attribute is a function wrapper
+        __slots__ = ()
+
+        def __getattr__(self, name):
+            return lambda *a: None
+
+    lib = LibWrapper()
+    module = types.ModuleType("fake_llvmlite_ffi")
+    module.lib = lib
+    monkeypatch.setitem(sys.modules, "fake_llvmlite_ffi", module)
+
+    def scan_like_vllm(**kw):  # vllm/triton_utils/dispatcher.py::_rebind_kernels, in short
+        for mod in list(sys.modules.values()):
+            for value in list((getattr(mod, "__dict__", None) or {}).values()):
+                if hasattr(value, "__dict__"):
+                    vars(value).get("kernel")
+        return FakeEngine()
+
+    with pytest.raises(AttributeError, match="has no attribute 'get'"):
+        scan_like_vllm()  # the failure, without the guard
+    fake_vllm.LLM = scan_like_vllm
+    for _ in range(2):  # and a second engine in the same process
+        get_backend("vllm", model="a-local-hf-dir").close()
+    assert module.lib is lib  # put back after the start

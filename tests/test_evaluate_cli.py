@@ -10,7 +10,7 @@ def test_bad_record_is_one_error_line(tmp_path, capsys):
     bad.write_text('{"history_id": "x", "question": "q?", "answer": "a"}\n', encoding="utf-8")
     assert evaluate.main(["describe", "--benchmark", "custom", "--option", f"path={bad}"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "record row 0 (history x): field 'sessions'" in err
+    assert err.startswith("error: ") and "record row 1 (history x): field 'sessions'" in err
     assert "Traceback" not in err
 
 

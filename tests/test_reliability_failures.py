@@ -37,6 +37,9 @@ def test_dead_endpoint_stops_the_run_before_any_router_exists(tmp_path):
     assert "hunter2" not in line and "***REDACTED***" in line  # the message names the backend safely
     assert re.search(r"\[step 20\] validation LLM calls: (\d+)/\1 failed \(100%\)", proc.stdout), proc.stdout
     run = tmp_path / "runs" / RUN_NAME
+    # the calls' failure reasons quote the URL: they reach episode records redacted, like the message
+    leaked = [p for p in tmp_path.rglob("*") if p.is_file() and b"hunter2" in p.read_bytes()]
+    assert not leaked, leaked
     assert not (run / "router").exists() and not (run / "checkpoints").exists()
     assert not (run / "result.json").exists()
     # Retrying the same command does not silently replace the failed run's record either.

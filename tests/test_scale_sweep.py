@@ -139,30 +139,98 @@ def _ray_sweep_cli(tmp: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "scale.sweep_ray", "--runs-dir", str(tmp / "runs"), *args, "--", *overrides]
 
 
+def _rows(tmp: Path, name: str) -> list[dict[str, str]]:
+    with open(tmp / "runs" / "sweeps" / name / "sweep.csv") as fh:
+        return list(csv.DictReader(fh))
+
+
 @needs_locomo
 @pytest.mark.slow
-def test_asha_stops_a_trial_early_on_its_validation_score(tmp_path: Path) -> None:
-    """Issue 48: every validation reaches Tune, so ASHA can stop a trial before its end."""
+def test_asha_compares_trials_of_one_lambda_only_and_every_lambda_completes(tmp_path: Path) -> None:
+    """Issue 48 put every validation in front of ASHA; round 4 found it compared trials of *different* λ.
+
+    The fake stack's F1 is 0, so the validation objective is λ times the cost saving: one ASHA over the grid
+    stopped every λ = 0 trial (no quality end of the frontier at all). Now each λ has its own ASHA: two
+    seeds per λ compete, a trial may be stopped by a better seed of its own λ, and every λ completes one.
+    """
     _require_ray()
     import subprocess
 
-    # one trial at a time, in the order given: on the fake stack F1 is 0, so the validation objective is
-    # λ times the cost saving; the λ = 50 trial scores ~0.36 at its second validation, the λ = 0.1 and
-    # λ = 0 trials after it score ~0.001 and 0 there, below ASHA's bar at that rung: both are stopped
     cmd = _ray_sweep_cli(
-        tmp_path, "--lambdas", "50,0.1,0", "--seeds", "0", "--max-concurrent", "1", "--scheduler", "asha",
+        tmp_path, "--lambdas", "3,1,0", "--seeds", "0,1", "--max-concurrent", "2", "--scheduler", "asha",
         "--name", "asha",
     )
     out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
-    with open(tmp_path / "runs" / "sweeps" / "asha" / "sweep.csv") as fh:
-        rows = list(csv.DictReader(fh))
-    stopped = [r for r in rows if r["status"].startswith("stopped early by the scheduler")]
-    assert stopped, rows
-    assert all(float(r["lambda"]) < 50 for r in stopped)
-    assert [r for r in rows if r["status"] == "completed"], rows
+    rows = _rows(tmp_path, "asha")
+    assert len(rows) == 6
+    for lam in ("3", "1", "0"):
+        assert [r for r in rows if r["lambda"] == lam and r["status"] == "completed"], (lam, rows)
     # the validations and their checkpoints reached Tune (its storage keeps the last one per trial)
     assert list((tmp_path / "runs" / "sweeps" / "asha" / "tune").rglob("checkpoint_*/state.json"))
+
+
+def test_the_asha_of_a_lambda_ignores_other_lambdas() -> None:
+    _require_ray()
+    from types import SimpleNamespace
+
+    from ray.tune.schedulers import TrialScheduler
+
+    from scale.tune_scheduler import PerLambdaASHA
+
+    asha = PerLambdaASHA(metric="score", mode="max", time_attr="training_iteration", grace_period=1,
+                         reduction_factor=2)  # fmt: skip
+    trials = {name: SimpleNamespace(trial_id=name, config={"lambda": lam})
+              for name, lam in (("hi", 3.0), ("lo_a", 0.0), ("lo_b", 0.0))}  # fmt: skip
+    for t in trials.values():
+        asha.on_trial_add(None, t)
+
+    def report(name: str, score: float) -> str:
+        return asha.on_trial_result(None, trials[name], {"training_iteration": 1, "score": score})
+
+    assert report("hi", 0.9) == TrialScheduler.CONTINUE
+    assert report("lo_a", 0.2) == TrialScheduler.CONTINUE  # far below λ = 3's score: not its rival
+    assert report("lo_b", 0.1) == TrialScheduler.STOP  # below a trial of its own λ
+    assert "2 groups" in asha.debug_string()
+
+
+def test_search_entries_parse_and_bad_ones_are_named() -> None:
+    _require_ray()
+    from scale.sweep_ray import draw_settings, parse_search, settings_tag
+
+    space = parse_search(["ppo.learning_rate=loguniform(1e-4,3e-3)", "ppo.n_steps=choice(64,128)"])
+    draws = draw_settings(space, 3, seed=0)
+    assert draws == draw_settings(space, 3, seed=0) and len(draws) == 3
+    assert all(1e-4 <= d["ppo.learning_rate"] <= 3e-3 and d["ppo.n_steps"] in (64, 128) for d in draws)
+    assert settings_tag({}) == "" and settings_tag(draws[0]).startswith("hp")
+    for bad in ("ppo.learning_rate", "ppo.lr=normal(0,1)", "ppo.lr=loguniform(a b)", "x=uniform(1)"):
+        with pytest.raises(ValueError, match="--search"):
+            parse_search([bad])
+
+
+@needs_locomo
+@pytest.mark.slow
+def test_a_search_within_each_lambda_names_its_trials_and_reports_their_settings(tmp_path: Path) -> None:
+    _require_ray()
+    import subprocess
+
+    cmd = _ray_sweep_cli(
+        tmp_path, "--lambdas", "1,0", "--seeds", "0", "--max-concurrent", "2", "--scheduler", "asha",
+        "--search", "ppo.ent_coef=choice(0.0,0.05)", "--search", "ppo.learning_rate=loguniform(1e-4,1e-2)",
+        "--samples", "2", "--name", "search",
+    )
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = _rows(tmp_path, "search")
+    assert len(rows) == 4 and all(json.loads(r["settings"]).keys() == {"ppo.ent_coef", "ppo.learning_rate"}
+                                  for r in rows)  # fmt: skip
+    for lam in ("1", "0"):
+        assert [r for r in rows if r["lambda"] == lam and r["status"] == "completed"], (lam, rows)
+    done = [r for r in rows if r["status"] == "completed"]
+    for r in done:
+        cfg = json.loads((tmp_path / "runs" / r["run_name"] / "run_metadata.json").read_text())["config"]
+        assert r["run_name"].split("__")[-1].startswith("hp")
+        assert cfg["ppo"]["ent_coef"] == json.loads(r["settings"])["ppo.ent_coef"]
 
 
 @needs_locomo
@@ -247,10 +315,10 @@ def test_the_sweep_table_says_why_a_trial_has_no_result(tmp_path: Path) -> None:
     ])
     notes = _trial_notes(results)
     stopped = "stopped early by the scheduler at step 40"
-    assert notes == {(0.5, 0): "error: ValueError: bad λ", (1.0, 0): stopped}
-    grid = [(0.0, 0), (0.5, 0), (1.0, 0)]
+    assert notes == {(0.5, 0, ""): "error: ValueError: bad λ", (1.0, 0, ""): stopped}
+    grid = [(0.0, 0, {}), (0.5, 0, {}), (1.0, 0, {})]
     rows = _write_summary(tmp_path / "sweep.csv", grid, _overrides(tmp_path), tmp_path / "runs", notes)
-    assert [r["status"] for r in rows] == ["unfinished", notes[(0.5, 0)], notes[(1.0, 0)]]
+    assert [r["status"] for r in rows] == ["unfinished", notes[(0.5, 0, "")], notes[(1.0, 0, "")]]
 
 
 @needs_locomo

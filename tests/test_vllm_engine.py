@@ -127,3 +127,20 @@ def test_tiny_training_run_and_frontier_on_vllm(tmp_path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = (out / "frontier.csv").read_text()
     assert "vllm" in rows and "all-low" in rows.lower()
+
+
+def test_a_second_engine_starts_after_llvmlite_and_a_closed_engine(backend) -> None:
+    """Round 4: a vLLM engine could not start in a process holding llvmlite (numba's; a first engine or
+    any library may import it): vLLM's kernel rebinding died on llvmlite's ``ffi.lib`` (``'_lib_fn_wrapper'
+    object has no attribute 'get'``). The real engine, with llvmlite imported and one engine closed before."""
+    pytest.importorskip("llvmlite.binding", reason="llvmlite ships with vLLM's dependencies (numba)")
+    from scale.vllm_offline import VLLMBackend
+
+    first = VLLMBackend("smollm2-135m", n_ctx=512)
+    first.close()
+    second = VLLMBackend("smollm2-135m", n_ctx=512)
+    try:
+        (res,) = second.generate([_chat("What is the capital of France?")])
+        assert res.ok and "paris" in res.text.lower(), res
+    finally:
+        second.close()

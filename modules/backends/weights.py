@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from filelock import FileLock
@@ -84,10 +84,16 @@ def hf_dir_from_gguf(gguf: str | os.PathLike[str], dtype: str = "float32") -> Pa
     with FileLock(str(out) + ".lock"):
         if not (out / "config.json").is_file():
             # In a child process: dequantising holds the whole model in float32 (6 GB for 1.5B
-            # parameters), which the caller, about to load an engine, should not keep paying for.
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-                pool.submit(_convert, src, out, dtype, sha).result()
+            # parameters), which the caller, about to load an engine, should not keep paying for. A new
+            # interpreter, not multiprocessing: its spawn re-imports the caller's __main__, and a script
+            # without a __main__ guard then waited forever on the lock this process holds.
+            proc = subprocess.run(
+                [sys.executable, "-m", "modules.backends.weights", str(src), str(out), dtype, sha],
+                capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[2]),
+            )  # fmt: skip
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                raise BackendError(f"rebuilding {src} as a Hugging Face model failed: {last}")
     return out
 
 
@@ -120,3 +126,11 @@ def _convert(src: Path, out: Path, dtype: str, sha: str) -> None:
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":  # the child of hf_dir_from_gguf: SRC OUT DTYPE SHA256
+    try:
+        _convert(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4])
+    except BackendError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -8,6 +8,8 @@ from typing import Any
 
 from stable_baselines3.common.callbacks import BaseCallback
 
+from common.redact import redact_text
+
 
 class FailureBudgetExceeded(RuntimeError):
     """Too many LLM calls failed; the message gives the counts and what to check."""
@@ -25,7 +27,7 @@ MIN_WINDOW_CALLS = 20
 def _reasons(counts: Counter[str]) -> str:
     if not counts:
         return ""
-    top = "; ".join(f"{reason!r} ({n}x)" for reason, n in counts.most_common(3))
+    top = "; ".join(f"{redact_text(reason)!r} ({n}x)" for reason, n in counts.most_common(3))
     return f"; why: {top}"
 
 

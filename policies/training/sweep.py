@@ -6,6 +6,7 @@ import csv
 import io
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +84,10 @@ def summary_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return [{**row, "lambda": float(lam), **_validation_columns(v)} for lam, v in per_lambda.items()]
 
 
-def render_csv(rows: list[dict[str, Any]]) -> str:
-    """Rows as CSV text (floats with 6 significant digits)."""
+def render_csv(rows: list[dict[str, Any]], columns: Sequence[str] = COLUMNS) -> str:
+    """Rows as CSV text (floats with 6 significant digits) in ``columns``."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow(
