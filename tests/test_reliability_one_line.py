@@ -117,37 +117,35 @@ def test_a_misspelled_benchmark_option_names_the_option_and_the_known_ones():
         get_benchmark("hotpotqa", fille="x.json")
 
 
-@needs_locomo
-def test_a_full_disk_during_the_router_export_is_one_line(tmp_path, monkeypatch):
-    import torch
-
-    real_save = torch.save
-
-    def full(obj, f, *args, **kwargs):
-        if str(f).endswith("router.pt"):  # what torch's zip writer says when the disk fills up
-            raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 1472 vs 1366")
-        return real_save(obj, f, *args, **kwargs)
-
-    monkeypatch.setattr(torch, "save", full)
-    full_disk = r"router could not be written .*unexpected pos.*MiB free there"
-    with pytest.raises(RouterExportError, match=full_disk):
-        _train(tmp_path, *ALIGNED, "train.total_timesteps=20")
-    assert not (tmp_path / "runs" / RUN_NAME / "router").exists()
+#: What a full disk looks like to each writer: torch's zip writer (the router) and an OS write (the record).
+TORCH_FULL = RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 1472 vs 1366")
+OS_FULL = OSError(errno.ENOSPC, "No space left on device", "run_metadata.json")
 
 
 @needs_locomo
-def test_a_full_disk_while_writing_the_run_record_is_one_line(tmp_path, monkeypatch):
-    import policies.training.loop as loop
+@pytest.mark.parametrize(
+    ("owner", "name", "path_arg", "file", "fault", "error", "message", "absent"),
+    [
+        ("torch", "save", 1, "router.pt", TORCH_FULL, RouterExportError,
+         r"router could not be written .*unexpected pos.*MiB free there", "router"),
+        ("policies.training.loop", "atomic_write_json", 0, "run_metadata.json", OS_FULL, RunDirError,
+         r"run record could not be written \(No space left on device: .*run_metadata", "checkpoints"),
+    ],
+    ids=["router-export", "run-record"],
+)  # fmt: skip
+def test_a_full_disk_is_one_line(tmp_path, monkeypatch, owner, name, path_arg, file, fault, error, message,
+                                 absent):  # fmt: skip
+    import importlib
 
-    real = loop.atomic_write_json
+    module = importlib.import_module(owner)
+    real = getattr(module, name)
 
-    def full(path, data, *args, **kwargs):
-        if Path(path).name == "run_metadata.json":
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return real(path, data, *args, **kwargs)
+    def full(*args, **kwargs):
+        if str(args[path_arg]).endswith(file):
+            raise fault
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(loop, "atomic_write_json", full)
-    full_disk = r"run record could not be written \(No space left on device: .*run_metadata"
-    with pytest.raises(RunDirError, match=full_disk):
+    monkeypatch.setattr(module, name, full)
+    with pytest.raises(error, match=message):
         _train(tmp_path, *ALIGNED, "train.total_timesteps=20")
-    assert not (tmp_path / "runs" / RUN_NAME / "checkpoints").exists()
+    assert not (tmp_path / "runs" / RUN_NAME / absent).exists()
