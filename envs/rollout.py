@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -17,8 +18,21 @@ if TYPE_CHECKING:
 
 #: ``decide(observation, module_name) -> Tier``: the interface of routers and baselines.
 DecideFn = Callable[[np.ndarray, str], Tier]
+#: ``on_record(index, record)``: called as each episode of :func:`run_episodes` finishes (any order).
+OnRecord = Callable[[int, EpisodeRecord], None]
+T = TypeVar("T")
+R = TypeVar("R")
 
-__all__ = ["DecideFn", "EpisodeRecord", "evaluate_policy", "run_episode", "summarize_records"]
+__all__ = [
+    "DecideFn",
+    "EpisodeRecord",
+    "OnRecord",
+    "evaluate_policy",
+    "map_in_flight",
+    "run_episode",
+    "run_episodes",
+    "summarize_records",
+]
 
 
 def run_episode(
@@ -43,14 +57,96 @@ def run_episode(
     return ep.finish(run_judge=components.judge is not None)
 
 
+def map_in_flight(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    concurrency: int = 1,
+    on_result: Callable[[int, R], None] | None = None,
+    progress: bool = True,
+    desc: str = "evaluate",
+) -> list[R]:
+    """``[fn(item) for item in items]`` with ``concurrency`` calls in flight; results in item order.
+
+    With ``concurrency > 1`` the calls run in threads whose LLM calls reach each backend as one batch
+    (``scale.batched_rollout.map_batched``, imported by name: an optional scale path), which engines with
+    continuous batching or server slots turn into throughput. Each call's LLM requests are pure functions
+    of its own inputs, so the results are those of one at a time; only the wall time changes.
+
+    Args:
+        fn: The work of one item (an episode, a headroom context, ...).
+        items: The items.
+        concurrency: Calls in flight (1 = one after the other).
+        on_result: Called with ``(index, result)`` as each call finishes (one at a time), e.g. to save
+            finished work while the rest runs: a stop loses nothing that finished.
+        progress: Show a progress bar (questions/hour, and the batch sizes the engine sees).
+        desc: The bar's label.
+
+    Raises:
+        ValueError: ``concurrency < 1``.
+    """
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    items = list(items)
+    if concurrency > 1 and len(items) > 1:
+        batched = importlib.import_module("scale.batched_rollout")
+        return list(
+            batched.map_batched(
+                fn, items, n_envs=concurrency, on_result=on_result, progress=progress, desc=desc
+            )
+        )
+    from tqdm.auto import tqdm
+
+    results = []
+    for i, item in enumerate(tqdm(items, desc=desc, unit="q", disable=not progress)):
+        result = fn(item)
+        if on_result is not None:
+            on_result(i, result)
+        results.append(result)
+    return results
+
+
+def run_episodes(
+    items: Sequence[QuestionItem],
+    decide_for: Callable[[QuestionItem], DecideFn],
+    components: EnvComponents,
+    *,
+    cost_lambda: float | None = None,
+    concurrency: int = 1,
+    on_record: OnRecord | None = None,
+    progress: bool = True,
+    desc: str = "evaluate",
+) -> list[EpisodeRecord]:
+    """One episode per item, ``concurrency`` of them in flight (:func:`map_in_flight`); records in order.
+
+    Args:
+        items: Question bank items.
+        decide_for: The policy of each item (one ``decide`` for all, or a per-question seeded one).
+        components: The env components (shared by every episode).
+        cost_lambda: The λ in the observations (None = ``components.cost_weight.default``).
+        concurrency: Episodes in flight (1 = one after the other).
+        on_record: Called with ``(index, record)`` as each episode finishes.
+        progress: Show a progress bar.
+        desc: The bar's label.
+    """
+    items = list(items)
+    # One encoder batch for all queries is much faster than one call per episode (MiniLM on CPU).
+    components.obs_builder.embed_many([it.question.question for it in items])
+    return map_in_flight(
+        lambda item: run_episode(item, decide_for(item), components, cost_lambda), items,
+        concurrency=concurrency, on_result=on_record, progress=progress, desc=desc,
+    )  # fmt: skip
+
+
 def evaluate_policy(
     decide: DecideFn,
     items: Iterable[QuestionItem],
     components: EnvComponents,
     progress: bool = True,
     cost_lambda: float | None = None,
+    concurrency: int = 1,
 ) -> list[EpisodeRecord]:
-    """Run :func:`run_episode` over ``items`` in order.
+    """Run :func:`run_episode` over ``items`` with one policy (see :func:`run_episodes`).
 
     Args:
         decide: The policy (``Router.decide``, a baseline's ``decide``, ...).
@@ -58,19 +154,15 @@ def evaluate_policy(
         components: The env components.
         progress: Show a tqdm progress bar.
         cost_lambda: The λ in the observations (None = ``components.cost_weight.default``).
+        concurrency: Episodes in flight (1 = one after the other).
 
     Returns:
         One record per item, in order.
     """
-    from tqdm.auto import tqdm
-
-    items = list(items)
-    # One encoder batch for all queries is much faster than one call per episode (MiniLM on CPU).
-    components.obs_builder.embed_many([it.question.question for it in items])
-    return [
-        run_episode(item, decide, components, cost_lambda)
-        for item in tqdm(items, desc="evaluate", unit="q", disable=not progress)
-    ]
+    return run_episodes(
+        list(items), lambda _item: decide, components, cost_lambda=cost_lambda, concurrency=concurrency,
+        progress=progress,
+    )  # fmt: skip
 
 
 def _mean(values: Sequence[float]) -> float:

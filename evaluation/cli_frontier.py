@@ -24,6 +24,7 @@ from envs.components import make_components
 from envs.question_bank import question_bank_from
 from evaluation.aggregate import summarise
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
+from evaluation.cli_options import positive_int
 from evaluation.frontier_config import resolve_config
 from evaluation.frontier_plot import plot_frontier
 from evaluation.frontier_runner import (
@@ -135,6 +136,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--alpha", type=float, default=DEFAULT_ALPHA, help="1 - confidence level of the intervals")
     a("--out", default=None, help="output dir (default runs/frontier/<benchmark>-<split>)")
     a("--chunk", type=int, default=1, help="questions evaluated between two record-cache saves")
+    a(
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="episodes in flight, their LLM calls sent to the engine as one batch (records are the same "
+        "as with 1; engines with continuous batching or server slots turn N into throughput)",
+    )
     a(
         "--expect",
         default=None,
@@ -266,6 +275,7 @@ def run_with(
                 chunk=args.chunk,
                 progress=progress,
                 desc=f"val {tiers_label(tiers)}",
+                concurrency=args.concurrency,
             )
             return mean_of(recs, args.quality), mean_of(recs, args.cost)
 
@@ -282,8 +292,9 @@ def run_with(
                 run.check(components)
     systems = [*routers, *baseline_systems(args, search)]
     runs = evaluate_systems(
-        systems, items, components, out / "records" / fp / args.split, chunk=args.chunk, progress=progress
-    )
+        systems, items, components, out / "records" / fp / args.split, chunk=args.chunk, progress=progress,
+        concurrency=args.concurrency,
+    )  # fmt: skip
     record_commits = sorted(
         {str(r.get("git_commit", "unknown")) for sr in runs for run in sr.runs for r in run.records}
     )

@@ -20,8 +20,9 @@ from common.datadir import PROJECT_ROOT
 from common.provenance import data_checksums, run_metadata
 from envs.components import make_components
 from envs.question_bank import question_bank_from
+from envs.rollout import map_in_flight
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
-from evaluation.cli_options import add_option_argument, parse_options
+from evaluation.cli_options import add_option_argument, parse_options, positive_int
 from evaluation.frontier_config import resolve_config
 from evaluation.frontier_runner import RecordStore, record_fingerprint, safe_id
 from evaluation.headroom import (
@@ -69,6 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--alpha", type=float, default=DEFAULT_ALPHA, help="1 - confidence level of the intervals")
     a("--out", default=None, help="output dir (default runs/headroom/<benchmark>-<split>[-<experiment>])")
     a("--no-progress", action="store_true", help="hide progress bars")
+    a(
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="questions in flight, their LLM calls sent to the engine as one batch (the same records as 1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,8 +114,6 @@ def _run_with(
     contexts: list[Context],
     bench: str,
 ) -> int:
-    from tqdm.auto import tqdm
-
     benchmark = get_benchmark(
         bench, data_dir=cfg.get("data_dir"), **dict((cfg["benchmark"] or {}).get("options") or {})
     )
@@ -132,9 +138,18 @@ def _run_with(
             continue
         missing = set(store.missing(qids))
         todo = [it for it in items if str(it.question.question_id) in missing]
-        for it in tqdm(todo, desc=ctx.name, unit="q", disable=args.no_progress):
-            store.add([evaluate_context(ctx, it, components, gold.get(it.question.question_id, ""), scorer)])
+
+        def keep(_index: int, record: dict[str, Any], store: RecordStore = store) -> None:
+            store.add([record])  # each finished question at once: a stop loses nothing that finished
             store.save()
+
+        def answer(it: Any, ctx: Context = ctx) -> dict[str, Any]:
+            return evaluate_context(ctx, it, components, gold.get(it.question.question_id, ""), scorer)
+
+        map_in_flight(
+            answer, todo, concurrency=args.concurrency, on_result=keep, progress=not args.no_progress,
+            desc=ctx.name,
+        )  # fmt: skip
     n_selected = len(qids)
     if args.cached_only:
         qids = [q for q in qids if all(q in s.records for s in stores.values())]

@@ -13,6 +13,17 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1 (``--concurrency 0`` is an error naming the value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def comma_list(text: str, flag: str, cast: Callable[[str], T]) -> list[T]:
     """``"5, 10,"`` -> ``[5, 10]`` with ``cast=int``: items stripped, empty items dropped, order kept.
 

@@ -16,8 +16,9 @@ from common.atomic import atomic_write_text
 from common.provenance import git_commit
 from envs.components import EnvComponents
 from envs.config_schema import without_added_defaults
+from envs.episode import EpisodeRecord
 from envs.question_bank import QuestionItem
-from envs.rollout import DecideFn, run_episode
+from envs.rollout import DecideFn, run_episodes
 from evaluation.aggregate import Run, SystemRuns
 from evaluation.export_dataset import flatten
 from evaluation.tier_search import TierTuple
@@ -227,6 +228,7 @@ def evaluate_run(
     chunk: int = 1,
     progress: bool = True,
     desc: str = "",
+    concurrency: int = 1,
 ) -> list[dict[str, Any]]:
     """Evaluate the questions ``store`` lacks, saving every ``chunk`` questions; return all records.
 
@@ -238,12 +240,11 @@ def evaluate_run(
         chunk: Questions evaluated between two saves.
         progress: Show a tqdm bar.
         desc: Progress-bar label.
+        concurrency: Episodes in flight (:func:`envs.rollout.run_episodes`); the records are the same.
 
     Returns:
         Records of every item, in ``items`` order.
     """
-    from tqdm.auto import tqdm
-
     ids = [str(it.question.question_id) for it in items]
     todo = [it for it, q in zip(items, ids, strict=True) if q not in store.records]
     if todo:
@@ -252,8 +253,11 @@ def evaluate_run(
 
         commit = git_commit()
         pending: list[dict[str, Any]] = []
-        for it in tqdm(todo, desc=desc or run.run_id, unit="q", disable=not progress):
-            rec = run_episode(it, run.decide_for(it), components, run.cost_lambda).to_dict()
+
+        def keep(_index: int, record: EpisodeRecord) -> None:
+            # Called as each episode finishes (one at a time): with N in flight, a stop loses at most
+            # the unsaved chunk, and the calls of every finished episode are in the call cache.
+            rec = record.to_dict()
             rec["run_id"] = run.run_id
             # Records outlive code changes the version tags miss: keep the commit that made each one.
             rec["git_commit"] = commit
@@ -261,9 +265,16 @@ def evaluate_run(
             if len(pending) >= chunk:
                 store.add(pending)
                 store.save()
-                pending = []
-        store.add(pending)
-        store.save()
+                pending.clear()
+
+        try:
+            run_episodes(
+                todo, run.decide_for, components, cost_lambda=run.cost_lambda, concurrency=concurrency,
+                on_record=keep, progress=progress, desc=desc or run.run_id,
+            )  # fmt: skip
+        finally:
+            store.add(pending)
+            store.save()
     return store.get(ids)
 
 
@@ -275,6 +286,7 @@ def evaluate_systems(
     *,
     chunk: int = 1,
     progress: bool = True,
+    concurrency: int = 1,
 ) -> list[SystemRuns]:
     """Evaluate every run of every system (using the record cache) and collect :class:`SystemRuns`."""
     out = []
@@ -283,8 +295,9 @@ def evaluate_systems(
         for run in sys_spec.runs:
             store = RecordStore(Path(store_dir) / f"{safe_id(run.run_id)}.jsonl")
             recs = evaluate_run(
-                run, items, components, store, chunk=chunk, progress=progress, desc=f"{sys_spec.name}"
-            )
+                run, items, components, store, chunk=chunk, progress=progress, desc=f"{sys_spec.name}",
+                concurrency=concurrency,
+            )  # fmt: skip
             runs.append(Run(run.run_id, recs, run.seed))
         out.append(SystemRuns(sys_spec.name, sys_spec.kind, runs, dict(sys_spec.params)))
     return out

@@ -12,18 +12,114 @@ wall time changes.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from envs.episode import EpisodeRecord
-from envs.rollout import DecideFn, run_episode
+from envs.rollout import DecideFn, OnRecord, run_episode
 from scale.batching import BatchStats, LockstepBatcher
 
 if TYPE_CHECKING:
     from envs.components import EnvComponents
     from envs.question_bank import QuestionItem
 
-__all__ = ["evaluate_policy_batched"]
+__all__ = ["evaluate_policy_batched", "map_batched", "run_episodes_batched"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def map_batched(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    n_envs: int = 8,
+    *,
+    on_result: Callable[[int, R], None] | None = None,
+    progress: bool = True,
+    desc: str = "evaluate",
+    stats: BatchStats | None = None,
+) -> list[R]:
+    """:func:`envs.rollout.map_in_flight` with ``n_envs`` calls in flight and their LLM calls batched.
+
+    Each of the ``n_envs`` workers takes the next item from a shared queue; whenever every live worker
+    waits on an LLM, the batcher sends the waiting calls of each model as one batch. A worker that raises
+    (Ctrl-C included) ends the run once the other workers' calls return: what finished went through
+    ``on_result`` and its calls are in the call cache.
+
+    Args:
+        fn: The work of one item.
+        items: The items.
+        n_envs: Calls in flight.
+        on_result: Called with ``(index, result)`` as each call finishes, one at a time.
+        progress: Show a progress bar with questions/hour and the mean batch size.
+        desc: The bar's label.
+        stats: If given, the batcher's statistics are added to it.
+
+    Returns:
+        One result per item, in item order.
+
+    Raises:
+        ValueError: If ``n_envs < 1``.
+    """
+    from tqdm.auto import tqdm
+
+    if n_envs < 1:
+        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    items = list(items)
+    results: list[R | None] = [None] * len(items)
+    done = [False] * len(items)
+    cursor = iter(range(len(items)))
+    lock = threading.Lock()
+    batcher: LockstepBatcher[None] = LockstepBatcher()
+    bar = tqdm(total=len(items), desc=f"{desc} x{n_envs}", unit="q", disable=not progress)
+    start = time.perf_counter()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                idx = next(cursor, None)
+            if idx is None:
+                return
+            result = fn(items[idx])
+            with lock:
+                results[idx], done[idx] = result, True
+                if on_result is not None:
+                    on_result(idx, result)
+                bar.update(1)
+                hours = (time.perf_counter() - start) / 3600
+                bar.set_postfix(q_per_h=f"{bar.n / hours:.0f}", batch=f"{batcher.stats.mean_batch:.1f}")
+
+    try:
+        batcher.run([worker] * min(n_envs, max(len(items), 1)))
+    finally:
+        bar.close()
+        if stats is not None:
+            stats.rounds += batcher.stats.rounds
+            stats.batches += batcher.stats.batches
+            stats.requests += batcher.stats.requests
+            stats.sizes.extend(batcher.stats.sizes)
+    assert all(done)
+    return cast(list[R], results)
+
+
+def run_episodes_batched(
+    items: Sequence[QuestionItem],
+    decide_for: Callable[[QuestionItem], DecideFn],
+    components: EnvComponents,
+    n_envs: int = 8,
+    *,
+    cost_lambda: float | None = None,
+    on_record: OnRecord | None = None,
+    progress: bool = True,
+    desc: str = "evaluate",
+    stats: BatchStats | None = None,
+) -> list[EpisodeRecord]:
+    """One episode per item, ``n_envs`` in flight with their LLM calls batched (:func:`map_batched`)."""
+    return map_batched(
+        lambda item: run_episode(item, decide_for(item), components, cost_lambda), items, n_envs,
+        on_result=on_record, progress=progress, desc=desc, stats=stats,
+    )  # fmt: skip
 
 
 def evaluate_policy_batched(
@@ -52,34 +148,7 @@ def evaluate_policy_batched(
     Raises:
         ValueError: If ``n_envs < 1``.
     """
-    from tqdm.auto import tqdm
-
-    if n_envs < 1:
-        raise ValueError(f"n_envs must be >= 1, got {n_envs}")
-    items = list(items)
-    records: list[EpisodeRecord | None] = [None] * len(items)
-    cursor = iter(range(len(items)))
-    lock = threading.Lock()
-    bar = tqdm(total=len(items), desc=f"evaluate x{n_envs}", unit="q", disable=not progress)
-
-    def worker() -> None:
-        while True:
-            with lock:
-                idx = next(cursor, None)
-            if idx is None:
-                return
-            records[idx] = run_episode(items[idx], decide, components, cost_lambda)
-            bar.update(1)
-
-    batcher: LockstepBatcher[None] = LockstepBatcher()
-    try:
-        batcher.run([worker] * min(n_envs, max(len(items), 1)))
-    finally:
-        bar.close()
-    if stats is not None:
-        stats.rounds += batcher.stats.rounds
-        stats.batches += batcher.stats.batches
-        stats.requests += batcher.stats.requests
-        stats.sizes.extend(batcher.stats.sizes)
-    assert all(r is not None for r in records)
-    return [r for r in records if r is not None]
+    return run_episodes_batched(
+        list(items), lambda _item: decide, components, n_envs, cost_lambda=cost_lambda, progress=progress,
+        stats=stats,
+    )  # fmt: skip

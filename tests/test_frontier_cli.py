@@ -463,3 +463,16 @@ def test_a_router_of_another_strategy_is_refused_before_any_evaluation(tmp_path,
     with pytest.raises(RouterMismatchError, match=r"strategy\.name: trained .reasoning., given .implem"):
         cli_frontier.run_with(args, {}, given, make_fake_bank(4), routers, ckpts, lambda: make_fake_bank(2))
     assert calls == []
+
+
+def test_concurrency_gives_the_same_table(sweep, tmp_path):
+    """`--concurrency N` changes the wall time, never the table (records on the fake task, cold caches)."""
+    tables = []
+    for n, sub in ((1, "one"), (3, "three")):
+        args = _args(tmp_path / sub, "--routers", str(sweep / "lam0.0_s*"), "--checkpoint-glob", "best",
+                     "--concurrency", str(n))  # fmt: skip
+        assert _run(args) == 0
+        tables.append((tmp_path / sub / "out" / "frontier.csv").read_text())
+    assert tables[0] == tables[1]
+    with pytest.raises(SystemExit):
+        _args(tmp_path, "--concurrency", "0")

@@ -337,3 +337,14 @@ def test_cached_only_summarises_the_questions_done_everywhere(tmp_path, capsys, 
     data = json.loads((tmp_path / "headroom.json").read_text())
     assert data["metadata"]["n_questions"] == 3 and data["metadata"]["n_selected"] == 6
     assert data["metadata"]["cached_only"] is True
+
+
+def test_headroom_with_questions_in_flight_gives_the_same_table(tmp_path):
+    """`evaluate.py headroom --concurrency N`: the same records and table as one question at a time."""
+    tables = []
+    for n in (1, 3):
+        out = tmp_path / f"n{n}"
+        assert cli_headroom.run(_cli_args(out, "--concurrency", str(n))) == 0
+        rows = json.loads((out / "headroom.json").read_text())["rows"]
+        tables.append([{k: r[k] for k in ("context", "n", "f1", "module_cost")} for r in rows])
+    assert tables[0] == tables[1]

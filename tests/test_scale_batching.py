@@ -19,6 +19,7 @@ from modules.cache import CachedLLM, CallCache
 from modules.tier import Tier
 from scale.batched_rollout import evaluate_policy_batched
 from scale.batching import BatchStats, LockstepBatcher
+from tests.support import has_locomo
 
 # Lockstep batching is an optional scale path: `-m "not batching"` skips these tests.
 pytestmark = pytest.mark.batching
@@ -209,3 +210,90 @@ def test_train_vec_env_batched_builds_the_scale_vec_env() -> None:
     assert isinstance(env, BatchedVecEnv) and env.num_envs == 2
     assert env.reset().shape[0] == 2
     env.close()
+
+
+def _frontier_records(tmp_path, concurrency: int, backend: FakeBackend, items, name: str) -> list[dict]:
+    from evaluation.frontier_runner import RecordStore, RunSpec, evaluate_run, same_for_every_item
+
+    run = RunSpec("policy", same_for_every_item(_decide))
+    store = RecordStore(tmp_path / f"{name}.jsonl")
+    recs = evaluate_run(run, items, _components(backend), store, progress=False, concurrency=concurrency)
+    return [{k: v for k, v in r.items() if k != "git_commit"} for r in recs]
+
+
+def test_frontier_with_n_in_flight_gives_the_records_of_one_at_a_time(tmp_path) -> None:
+    """`evaluate.py frontier --concurrency N`: the same records as N = 1, the engine sees batches of N."""
+    items = make_fake_bank(4, k=4)
+    one, many = RecordingBackend(), RecordingBackend()
+    seq = _frontier_records(tmp_path, 1, one, items, "one")
+    bat = _frontier_records(tmp_path, 4, many, items, "many")
+    assert bat == seq
+    assert max(one.batch_sizes) == 1 and max(many.batch_sizes) == 4
+    assert sum(many.batch_sizes) == sum(one.batch_sizes)
+
+
+def test_ctrl_c_with_episodes_in_flight_keeps_what_finished(tmp_path) -> None:
+    """A KeyboardInterrupt while N episodes run: the finished episodes' records are saved and their calls
+    cached; a rerun computes only the rest and ends with the same records."""
+    from evaluation.frontier_runner import RecordStore, RunSpec, evaluate_run, same_for_every_item
+
+    class StopAfter(RecordingBackend):
+        def __init__(self, batches: int) -> None:
+            super().__init__()
+            self.left = batches
+
+        def generate(self, requests):
+            self.left -= 1
+            if self.left < 0:
+                raise KeyboardInterrupt
+            return super().generate(requests)
+
+    items = make_fake_bank(6, k=4)
+    cache = CallCache(str(tmp_path / "calls.sqlite"))
+    run = RunSpec("policy", same_for_every_item(_decide))
+    store_path = tmp_path / "records.jsonl"
+    # The whole run once, to stop the next one in its middle.
+    full = RecordingBackend()
+    ref_store = RecordStore(tmp_path / "ref.jsonl")
+    reference = evaluate_run(run, items, _components(full), ref_store, progress=False, concurrency=2)
+    stopping = StopAfter(len(full.batch_sizes) // 2)
+    comps = _components(stopping)
+    comps.llms["high"].cache = cache
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_run(run, items, comps, RecordStore(store_path), progress=False, concurrency=2)
+    saved = RecordStore(store_path).records
+    assert 0 < len(saved) < len(items)
+    again = RecordingBackend()
+    comps = _components(again)
+    comps.llms["high"].cache = cache
+    recs = evaluate_run(run, items, comps, RecordStore(store_path), progress=False, concurrency=2)
+    assert _without_cache_fields(recs) == _without_cache_fields(reference)
+    assert sum(again.batch_sizes) < sum(full.batch_sizes)  # the finished episodes' calls came from the cache
+
+
+def _without_cache_fields(value):
+    """A record as the engine made it: not how warm the cache was, not the commit."""
+    if isinstance(value, dict):
+        drop = ("git_commit", "cache_hits", "cache_hit_rate")
+        return {k: _without_cache_fields(v) for k, v in value.items() if k not in drop}
+    if isinstance(value, list):
+        return [_without_cache_fields(v) for v in value]
+    return value
+
+
+@pytest.mark.skipif(not has_locomo(), reason="LoCoMo data directory absent (locomo10.json)")
+def test_validation_with_episodes_in_flight_gives_the_same_history(tmp_path) -> None:
+    """`train.eval_concurrency=N`: the validation inside training runs N questions at once, same numbers."""
+    import json
+
+    from policies.training.loop import train
+    from tests.reliability_support import RUN_NAME, config
+
+    histories = []
+    for n in (1, 3):
+        base = tmp_path / f"n{n}"
+        train(config(base, "train.total_timesteps=40", f"train.eval_concurrency={n}"))
+        history = json.loads((base / "runs" / RUN_NAME / "validation.json").read_text())["history"]
+        histories.append([{k: v for k, v in h.items() if k != "seconds" and "cache" not in k}
+                          for h in history])  # fmt: skip
+    assert histories[0] == histories[1] and len(histories[0]) == 2

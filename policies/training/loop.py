@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import sys
 import time
@@ -236,7 +237,7 @@ def train(
         validation = ValidationCallback(
             val_items,
             components,
-            evaluate_policy,
+            functools.partial(evaluate_policy, concurrency=ts.eval_concurrency),
             run_dir,
             lambda: export_metadata(config, components, provenance),
             eval_freq=ts.eval_freq,

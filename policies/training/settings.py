@@ -42,6 +42,8 @@ class TrainSettings:
     val_split: str = "val"
     #: Validate every N timesteps (and always once at the end).
     eval_freq: int = 150
+    #: Validation episodes in flight, their LLM calls sent to the engine as one batch (same records as 1).
+    eval_concurrency: int = 1
     #: Save a resumable checkpoint every N timesteps (and at the end).
     checkpoint_freq: int = 150
     #: objective (validation r_task + λ·α·r_cost) | f1 | em | judge: picks the best router.
@@ -54,7 +56,8 @@ class TrainSettings:
     device: str = "cpu"
     #: 1 prints SB3's log table after each update.
     verbose: int = 0
-    #: Stop (exit 1, no router) when more than this share of a validation's LLM calls fail.
+    #: Stop (exit 1, no router) when more than this share of a validation's LLM calls, or of a window of
+    #: training calls, fail.
     max_failure_rate: float = 0.2
 
     def __post_init__(self) -> None:
@@ -69,6 +72,7 @@ class TrainSettings:
             train_limit=self.train_limit,
             val_limit=self.val_limit,
             eval_freq=self.eval_freq,
+            eval_concurrency=self.eval_concurrency,
             checkpoint_freq=self.checkpoint_freq,
             torch_threads=self.torch_threads,
         )
