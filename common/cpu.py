@@ -254,7 +254,14 @@ def instructions_outside(binary: Path, allowed: Iterable[str]) -> dict[str, str]
 
 
 def _main(argv: list[str]) -> int:
+    if "BUDGET_ROUTER_CPUINFO" in os.environ and not CPUINFO.is_file():
+        print(f"common/cpu.py: BUDGET_ROUTER_CPUINFO={CPUINFO}: no such file", file=sys.stderr)
+        return 2
     info = cpu_info()
+    if not info.isa_flags and argv[:1] != ["record"]:
+        # No flags line (no /proc, another OS): a build from them would be plain x86-64.
+        print(f"common/cpu.py: no instruction-set flags in {CPUINFO}; building without SIMD options "
+              "(LLAMACPP_FLAGS=native lets the compiler detect them)", file=sys.stderr)  # fmt: skip
     amx = amx_requested()
     if argv[:1] == ["record"]:
         print(json.dumps(cpu_record(info)))

@@ -27,7 +27,7 @@ CACHE=${BUDGET_ROUTER_CACHE:-$HOME/.cache/budget_router}
 CC_=${CC:-cc}
 cpu() { python3 common/cpu.py "$@"; }
 case $mode in
-  auto|avx2) mapfile -t arch < <(cpu ggml-args "$mode"); arch=(-DGGML_NATIVE=OFF "${arch[@]}") ;;
+  auto|avx2) opts=$(cpu ggml-args "$mode"); mapfile -t arch <<< "$opts"; arch=(-DGGML_NATIVE=OFF "${arch[@]}") ;;
   native)
     if [[ -n "${BUDGET_ROUTER_CPUINFO:-}" ]]; then
       echo "build_llamacpp.sh: LLAMACPP_FLAGS=native builds for the CPU it runs on, not the one" \

@@ -95,6 +95,8 @@ def test_the_build_script_targets_the_cpu_it_is_told_of() -> None:
     assert old.returncode == 2 and "AVX-VNNI" in old.stderr
     native = _script("--print", cpuinfo=AMD, LLAMACPP_FLAGS="native")
     assert native.returncode == 2 and "auto" in native.stderr
+    missing = _script("--print", cpuinfo=ROOT / "no-such-cpuinfo")
+    assert missing.returncode == 2 and "no-such-cpuinfo: no such file" in missing.stderr
 
 
 @pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("objdump")), reason="needs gcc and objdump")
@@ -121,8 +123,8 @@ def _fake_build(cache: Path, name: str, mode: str, requires: list[str], body: st
     server = root / "bin" / "llama-server"
     server.write_text(f"#!/bin/sh\n[ \"$1\" = --version ] && echo 'version: 1 (fake)' && exit 0\n{body}\n")
     server.chmod(0o755)
-    built_on = {"model": name}
-    (root / "build.json").write_text(json.dumps({"mode": mode, "requires": requires, "built_on": built_on}))
+    target = {"model": name}
+    (root / "build.json").write_text(json.dumps({"mode": mode, "requires": requires, "target_cpu": target}))
     return server
 
 
