@@ -35,7 +35,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
+from modules.backends.base import (
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    LLMBackend,
+    PrefixCacheStats,
+)
 from modules.backends.prompting import ContextOverflow, completion_prompt, fit_request
 from modules.backends.weights import file_sha256, hf_dir_from_gguf
 from modules.models import MODELS, get_model_spec, resolve_model_path
@@ -182,6 +188,7 @@ class VLLMBackend(LLMBackend):
             with _namespaces_vllm_can_scan():
                 engine = llm_cls(model=path, **kwargs)
         self.engine = engine
+        self.prefix_cache = PrefixCacheStats()
         self.tokenizer = engine.get_tokenizer()
         try:
             import vllm
@@ -312,6 +319,9 @@ class VLLMBackend(LLMBackend):
         if not out.outputs:
             return self._error(self.model_id, "vLLM returned no completion", latency)
         best = out.outputs[0]
+        cached = getattr(out, "num_cached_tokens", None)
+        if isinstance(cached, int) and self.prefix_cache is not None:
+            self.prefix_cache.add(len(out.prompt_token_ids or ()), cached)
         return GenerationResult(
             text=best.text,
             tokens_in=len(out.prompt_token_ids or ()),

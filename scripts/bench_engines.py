@@ -20,6 +20,13 @@ instruction-set flags, and every file below carries the CPU id:
   modules and the answer) on LoCoMo validation questions, each question run by every engine in
   turn; one record per (engine, question) with wall time, F1 and the prediction. Each engine has
   its own call cache under ``--out`` so a stopped run resumes where it stopped;
+* ``throughput``: many questions in flight. ``--cells xllamacpp@1,native@4,vllm-bf16@8`` names each engine
+  at a concurrency N; every cell runs the same questions (``--policy all-high``, or ``random`` seeded per
+  question) with N in flight (``scale.batched_rollout.map_batched``: the LLM calls of the N questions reach
+  the engine as one batch; llama.cpp gets N server slots) on a call cache of its own, empty at the start, and
+  records the wall time of the question loop, questions/hour, the mean batch the engine saw, prompt tokens
+  computed and served from the engine's prefix cache, and each question's F1 and answer. Cells are
+  interleaved within a repeat (``--repeats``); a finished cell is never run again, so a stopped run resumes;
 * ``report``: ``engines.md``/``engines.json``: per engine the median wall per question and its ratio
   to the reference engine measured side by side, F1 with a paired bootstrap interval against the
   reference, token F1 between engines' answers, and the micro numbers as shares of the peak.
@@ -283,6 +290,131 @@ def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
+# -- throughput ---------------------------------------------------------------------------------
+
+
+def parse_cells(text: str) -> list[tuple[str, int]]:
+    """``"xllamacpp@1,native@4"`` -> ``[("xllamacpp", 1), ("native", 4)]``.
+
+    Raises:
+        SystemExit: A cell that is not ``ENGINE@N`` with a known engine and N >= 1.
+    """
+    cells = []
+    known = engine_specs("qwen2.5-1.5b", 1)
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        engine, _, n = part.partition("@")
+        if engine not in known or not n.isdigit() or int(n) < 1:
+            raise SystemExit(
+                f"--cells {part!r}: expected ENGINE@N with N >= 1 and ENGINE one of {sorted(known)}"
+            )
+        cells.append((engine, int(n)))
+    return cells
+
+
+def run_throughput(args: argparse.Namespace) -> None:
+    """Every cell (engine at a concurrency) over the same questions, interleaved, resumable."""
+    from common.cpu import cpu_id
+    from envs.components import make_components
+    from envs.question_bank import question_bank_from
+    from envs.rollout import run_episode
+    from evaluation.frontier_config import resolve_config
+    from evaluation.frontier_runner import fixed_run, random_run
+    from evaluation.headroom import stratified
+    from modules.tier import MODULE_ORDER, Tier
+    from scale.batched_rollout import map_batched
+    from scale.batching import BatchStats
+
+    ns = argparse.Namespace(
+        experiment="cpu_quality", config=None, set=list(args.set), benchmark=args.benchmark
+    )
+    base = resolve_config(ns, [])
+    out = Path(args.out)
+    work = out / "throughput"
+    work.mkdir(parents=True, exist_ok=True)
+    records_path = out / "throughput.jsonl"
+    done = {(r["cell"], r["policy"], r["repeat"]) for r in _read_jsonl(records_path)}
+    cells = parse_cells(args.cells)
+    specs = engine_specs(args.model, args.threads)
+    run = fixed_run((Tier.HIGH,) * len(MODULE_ORDER)) if args.policy == "all-high" else random_run(args.seed)
+    items = None
+    cpu = cpu_id()
+    for rep in range(args.repeats):
+        for engine, n in cells:
+            cell = f"{engine}@{n}"
+            if (cell, args.policy, rep) in done:
+                continue
+            spec = dict(specs[engine])
+            if spec["name"] == "llamacpp":
+                spec["n_parallel"] = n  # llama.cpp serves N requests at once only from N slots
+            calls = work / f"calls-{cell}-{args.policy}-r{rep}.sqlite"
+            for stale in work.glob(f"{calls.name}*"):  # a cell stopped midway starts again, cold
+                stale.unlink()
+            print(f"loading {cell} (repeat {rep}) ...", flush=True)
+            comps = make_components(_engine_config(base, spec, calls))
+            if items is None:
+                bank = question_bank_from(base, args.split, comps.encoder)
+                items = stratified(bank, args.limit, lambda it: str(it.question.category))
+            backends = {id(llm.backend): llm.backend for llm in comps.llms.values()}
+            stats = BatchStats()
+            t = time.perf_counter()
+            records = map_batched(
+                lambda it, comps=comps: run_episode(it, run.decide_for(it), comps), items, n,
+                progress=True, desc=cell, stats=stats,
+            )  # fmt: skip
+            wall = time.perf_counter() - t
+            caches = [b.prefix_cache for b in backends.values() if getattr(b, "prefix_cache", None)]
+            rec = {
+                "cell": cell, "engine": engine, "concurrency": n, "policy": args.policy, "repeat": rep,
+                "questions": len(records), "wall_s": wall, "q_per_hour": 3600 * len(records) / wall,
+                "mean_batch": stats.mean_batch, "batches": stats.batches,
+                "prompt_tokens": sum(c.prompt for c in caches),
+                "cached_tokens": sum(c.cached for c in caches),
+                "f1": statistics.fmean(r.f1 for r in records), "model": args.model, "cpu": cpu,
+                "per_question": [
+                    {"question_id": r.question_id, "f1": r.f1, "prediction": r.prediction,
+                     "failures": r.failures}
+                    for r in records
+                ],
+            }  # fmt: skip
+            _append_jsonl(records_path, rec)
+            print(f"[repeat {rep}] {cell:18s} {wall:8.1f} s  {rec['q_per_hour']:6.1f} q/h  batch "
+                  f"{stats.mean_batch:.2f}  F1 {rec['f1']:.3f}", flush=True)  # fmt: skip
+            comps.close()
+
+
+def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1") -> dict[str, Any]:
+    """Per policy and cell: median wall and q/h over repeats, speed-up against ``reference`` (median of the
+    per-repeat ratios: measured side by side), mean batch, prefix-cache share, F1 and its paired interval
+    against the reference on the same questions."""
+    out: dict[str, Any] = {}
+    for policy in sorted({r["policy"] for r in rows}):
+        mine = [r for r in rows if r["policy"] == policy]
+        ref = {r["repeat"]: r for r in mine if r["cell"] == reference}
+        table = {}
+        for cell in dict.fromkeys(r["cell"] for r in mine):
+            runs = [r for r in mine if r["cell"] == cell]
+            ratios = [ref[r["repeat"]]["wall_s"] / r["wall_s"] for r in runs if r["repeat"] in ref]
+            prompt = sum(r["prompt_tokens"] for r in runs)
+            row: dict[str, Any] = {
+                "repeats": len(runs),
+                "questions": runs[0]["questions"],
+                "median_wall_s": statistics.median(r["wall_s"] for r in runs),
+                "q_per_hour": statistics.median(r["q_per_hour"] for r in runs),
+                "speedup_vs_reference": statistics.median(ratios) if ratios else None,
+                "mean_batch": statistics.fmean(r["mean_batch"] for r in runs),
+                "cached_share": sum(r["cached_tokens"] for r in runs) / prompt if prompt else None,
+                "f1": statistics.fmean(r["f1"] for r in runs),
+            }  # fmt: skip
+            if ref:
+                ref_f1 = {q["question_id"]: q["f1"] for q in next(iter(ref.values()))["per_question"]}
+                diffs = [q["f1"] - ref_f1[q["question_id"]] for q in runs[0]["per_question"]
+                         if q["question_id"] in ref_f1]  # fmt: skip
+                row["f1_minus_reference"] = list(_paired_ci(diffs)) if diffs else None
+            table[cell] = row
+        out[policy] = table
+    return out
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
@@ -309,6 +441,9 @@ def build_report(out: Path) -> dict[str, Any]:
         report["peak"] = json.loads(peak_file.read_text())
     if micro_file.is_file():
         report["micro"] = json.loads(micro_file.read_text())
+    throughput = _read_jsonl(out / "throughput.jsonl")
+    if throughput:
+        report["throughput"] = throughput_report(throughput)
     rows = _read_jsonl(out / "questions.jsonl")
     by: dict[str, dict[str, dict[str, Any]]] = {}
     for r in rows:
@@ -401,6 +536,25 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['answer_token_f1_vs_reference']:.2f} | "
                 f"{r['same_answer_share']:.0%} |"
             )
+    for policy, table in report.get("throughput", {}).items():
+        lines += [
+            "",
+            f"## Many questions in flight: `{policy}` policy (cells interleaved, medians over repeats)",
+            "",
+            "| engine@N | repeats | questions | median wall s | questions/hour | speed-up vs xllamacpp@1 | "
+            "mean batch | prompt tokens from prefix cache | F1 | F1 − xllamacpp@1 [95% CI] |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for cell, r in table.items():
+            ci = r.get("f1_minus_reference")
+            ci_text = f"{ci[0]:+.3f} [{ci[1]:+.3f}, {ci[2]:+.3f}]" if ci else "-"
+            speed = f"{r['speedup_vs_reference']:.2f}×" if r["speedup_vs_reference"] else "-"
+            share = f"{r['cached_share']:.0%}" if r["cached_share"] is not None else "-"
+            lines.append(
+                f"| {cell} | {r['repeats']} | {r['questions']} | {r['median_wall_s']:.0f} | "
+                f"{r['q_per_hour']:.1f} | {speed} | {r['mean_batch']:.2f} | {share} | {r['f1']:.3f} | "
+                f"{ci_text} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -436,7 +590,7 @@ def _check_machine(out: Path, machine: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run one part."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("part", choices=["peak", "micro", "questions", "report"])
+    parser.add_argument("part", choices=["peak", "micro", "questions", "throughput", "report"])
     parser.add_argument("--out", default=None, help="default: results/engines/<this CPU's id>")
     parser.add_argument("--model", default="qwen2.5-1.5b")
     parser.add_argument("--threads", type=int, default=2)
@@ -448,6 +602,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="val")
     parser.add_argument("--limit", type=int, default=40)
     parser.add_argument("--set", action="append", default=[], help="config override for `questions`")
+    parser.add_argument("--cells", default="xllamacpp@1,native@1,native@4,vllm-bf16@1,vllm-bf16@8",
+                        help="`throughput`: ENGINE@N cells (N questions in flight)")  # fmt: skip
+    parser.add_argument("--policy", default="all-high", choices=["all-high", "random"],
+                        help="`throughput`: the policy every cell runs")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="`throughput --policy random`: the policy's seed")
     args = parser.parse_args(argv)
     from common.atomic import atomic_write_json, atomic_write_text
     from common.cpu import cpu_record
@@ -491,6 +650,8 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_json(out / "micro.json", micro)
     elif args.part == "questions":
         run_questions(args)
+    elif args.part == "throughput":
+        run_throughput(args)
     report = build_report(out)
     atomic_write_json(out / "engines.json", report)
     atomic_write_text(out / "engines.md", format_report(report))

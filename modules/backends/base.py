@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,30 @@ class GenerationResult:
         return self.finish_reason != "error"
 
 
+@dataclass
+class PrefixCacheStats:
+    """Prompt tokens an engine was sent, and how many of them it served from its prefix (KV) cache.
+
+    Engines that say (llama.cpp's ``timings.cache_n``, vLLM's ``num_cached_tokens``) count every call;
+    a benchmark reads :attr:`cached_share` to see what a prompt layout lets the engine reuse.
+    """
+
+    prompt: int = 0
+    cached: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, prompt: int, cached: int) -> None:
+        """Count one call (thread-safe: server slots answer from several threads)."""
+        with self._lock:
+            self.prompt += int(prompt)
+            self.cached += int(cached)
+
+    @property
+    def cached_share(self) -> float:
+        """Share of prompt tokens served from the cache (0 before any call)."""
+        return self.cached / self.prompt if self.prompt else 0.0
+
+
 class LLMBackend(abc.ABC):
     """Base class of all LLM backends.
 
@@ -104,6 +129,8 @@ class LLMBackend(abc.ABC):
 
     model_id: str
     n_ctx: int
+    #: Prompt tokens sent and served from a prefix cache, for engines that report it (else None).
+    prefix_cache: PrefixCacheStats | None = None
 
     @abc.abstractmethod
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

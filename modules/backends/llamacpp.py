@@ -13,7 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
+from modules.backends.base import (
+    BackendError,
+    GenerationRequest,
+    GenerationResult,
+    LLMBackend,
+    PrefixCacheStats,
+)
 from modules.backends.gguf_tokenizer import load_gguf_tokenizer
 from modules.backends.llama_server import LlamaServerProcess
 from modules.backends.prompting import ContextOverflow, completion_prompt, fit_request, request_chars
@@ -94,6 +100,7 @@ class LlamaCppBackend(LLMBackend):
         self.n_parallel = n_parallel
         self.engine = engine
         self.last_timings: list[dict[str, Any]] = []
+        self.prefix_cache = PrefixCacheStats()
         self._registry = model in MODELS
         self._server: Any = None
         self._native: LlamaServerProcess | None = None
@@ -207,7 +214,12 @@ class LlamaCppBackend(LLMBackend):
         choice = reply["choices"][0]
         text = (choice["message"].get("content") or "") if kind == "chat" else (choice.get("text") or "")
         usage = reply.get("usage", {})
-        self.last_timings.append(reply.get("timings", {}))
+        timings = reply.get("timings", {})
+        self.last_timings.append(timings)
+        if isinstance(timings, dict) and "prompt_n" in timings and self.prefix_cache is not None:
+            # prompt_n: tokens computed; cache_n: tokens the slot's KV cache already held
+            cached = int(timings.get("cache_n", 0) or 0)
+            self.prefix_cache.add(int(timings["prompt_n"]) + cached, cached)
         return GenerationResult(
             text=text,
             tokens_in=int(usage.get("prompt_tokens", 0)),

@@ -1,0 +1,68 @@
+"""scripts/bench_engines.py: cells, the throughput report, and one results directory per CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support import load_script
+
+
+def _bench():
+    return load_script("bench_engines")
+
+
+def test_cells_parse_and_bad_ones_are_named():
+    bench = _bench()
+    assert bench.parse_cells("xllamacpp@1, native@4,vllm-bf16@16") == [
+        ("xllamacpp", 1), ("native", 4), ("vllm-bf16", 16)
+    ]  # fmt: skip
+    for bad in ("native", "native@0", "nope@2", "native@x"):
+        with pytest.raises(SystemExit, match="--cells"):
+            bench.parse_cells(bad)
+
+
+def _row(cell, rep, wall, f1s, prompt=100, cached=40):
+    return {
+        "cell": cell, "policy": "all-high", "repeat": rep, "questions": len(f1s), "wall_s": wall,
+        "q_per_hour": 3600 * len(f1s) / wall, "mean_batch": 1.0 if cell.endswith("@1") else 3.5,
+        "prompt_tokens": prompt, "cached_tokens": cached, "f1": sum(f1s) / len(f1s),
+        "per_question": [{"question_id": f"q{i}", "f1": f} for i, f in enumerate(f1s)],
+    }  # fmt: skip
+
+
+def test_throughput_report_takes_ratios_within_a_repeat_and_pairs_f1():
+    bench = _bench()
+    rows = [
+        _row("xllamacpp@1", 0, 100.0, [0.5, 0.5]), _row("native@4", 0, 25.0, [0.5, 1.0]),
+        _row("xllamacpp@1", 1, 200.0, [0.5, 0.5]), _row("native@4", 1, 40.0, [0.5, 1.0]),
+    ]  # fmt: skip
+    table = bench.throughput_report(rows)["all-high"]
+    assert table["native@4"]["speedup_vs_reference"] == pytest.approx(4.5)  # median of 4x and 5x
+    assert table["native@4"]["median_wall_s"] == pytest.approx(32.5)
+    assert table["native@4"]["cached_share"] == pytest.approx(0.4)
+    assert table["native@4"]["f1_minus_reference"][0] == pytest.approx(0.25)
+    assert table["xllamacpp@1"]["speedup_vs_reference"] == pytest.approx(1.0)
+    text = bench.format_report({"throughput": {"all-high": table}})
+    assert "| native@4 | 2 | 2 | 32 | " in text and "4.50×" in text
+
+
+def test_numbers_of_another_cpu_are_never_mixed(tmp_path):
+    bench = _bench()
+    from common.cpu import cpu_record
+
+    mine = cpu_record()
+    (tmp_path / "new").mkdir()
+    bench._check_machine(tmp_path / "new", mine)
+    assert json.loads((tmp_path / "new" / "machine.json").read_text())["id"] == mine["id"]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "machine.json").write_text(json.dumps({**mine, "id": "amd-avx512-000000", "model": "AMD EPYC"}))
+    with pytest.raises(SystemExit, match="measured on AMD EPYC"):
+        bench._check_machine(other, mine)
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    (unknown / "peak.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"no machine\.json"):
+        bench._check_machine(unknown, mine)
