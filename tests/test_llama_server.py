@@ -146,3 +146,32 @@ def test_missing_build_names_the_build_command(tmp_path, monkeypatch) -> None:
         find_server_binary()
     with pytest.raises(BackendError, match="engine 'gpu' is not one of"):
         get_backend("llamacpp", model="smollm2-135m", engine="gpu")
+
+
+def test_questions_in_flight_on_real_server_slots() -> None:
+    """N questions in flight (scale.batched_rollout.map_batched, what `--concurrency N` runs) on a real
+    llama-server with N slots: the engine gets batches of N, every answer equals the one-at-a-time answer."""
+    from modules.cache import CachedLLM
+    from scale.batched_rollout import map_batched
+    from scale.batching import BatchStats
+
+    _need_server()
+    native = get_backend("llamacpp", model="smollm2-135m", engine="native", n_threads=2, n_parallel=3)
+    llm = CachedLLM(native, None)
+    questions = [f"Name a colour that starts with the letter {c}. One word." for c in "BGRWY"]
+
+    tags = {"module": "answer", "tier": "HIGH", "strategy": "implementation"}
+
+    def ask(q: str) -> list[str]:  # two calls per question, like a module then the answer
+        first = llm.generate([_chat(q, 8)], tags=tags)[0].text
+        return [first, llm.generate([_chat(f"{q} Not {first.strip()}.", 8)], tags=tags)[0].text]
+
+    try:
+        alone = [ask(q) for q in questions]
+        stats = BatchStats()
+        together = map_batched(ask, questions, n_envs=3, progress=False, stats=stats)
+    finally:
+        native.close()
+    assert together == alone
+    assert max(stats.sizes) == 3 and stats.mean_batch > 1.5
+    assert native.prefix_cache is not None and native.prefix_cache.prompt > 0

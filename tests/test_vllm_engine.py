@@ -144,3 +144,23 @@ def test_a_second_engine_starts_after_llvmlite_and_a_closed_engine(backend) -> N
         assert res.ok and "paris" in res.text.lower(), res
     finally:
         second.close()
+
+
+def test_questions_in_flight_reach_the_engine_as_one_batch(backend) -> None:
+    """N questions in flight (what `--concurrency N` runs): vLLM decodes their calls as one batch, and each
+    answer is the one-at-a-time answer (float32, the CPU default: batch-invariant)."""
+    from scale.batched_rollout import map_batched
+    from scale.batching import BatchStats
+
+    llm = CachedLLM(backend, None)
+    tags = {"module": "answer", "tier": "HIGH", "strategy": "implementation"}
+    questions = [f"Name a fruit that starts with the letter {c}. One word." for c in "ABCP"]
+
+    def ask(q: str) -> str:
+        return llm.generate([_chat(q, 8)], tags=tags)[0].text
+
+    alone = [ask(q) for q in questions]
+    stats = BatchStats()
+    assert map_batched(ask, questions, n_envs=4, progress=False, stats=stats) == alone
+    assert stats.sizes == [4]
+    assert backend.prefix_cache is not None and backend.prefix_cache.prompt > 0
