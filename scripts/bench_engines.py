@@ -222,6 +222,16 @@ def _engine_config(base: dict[str, Any], spec: dict[str, Any], cache: Path) -> d
     return cfg
 
 
+def _quality_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``cpu_quality`` config of ``--benchmark`` with the ``--set`` overrides (the measured workload)."""
+    from evaluation.frontier_config import resolve_config
+
+    ns = argparse.Namespace(
+        experiment="cpu_quality", config=None, set=list(args.set), benchmark=args.benchmark
+    )
+    return resolve_config(ns, [])
+
+
 def run_questions(args: argparse.Namespace) -> None:
     """The cpu_quality all-HIGH question on every engine, interleaved, resumable."""
     from benchmarks.metrics import score_answer
@@ -231,12 +241,7 @@ def run_questions(args: argparse.Namespace) -> None:
     from evaluation.headroom import Context, evaluate_context, stratified
     from modules.tier import Tier
 
-    ns = argparse.Namespace(
-        experiment="cpu_quality", config=None, set=list(args.set), benchmark=args.benchmark
-    )
-    from evaluation.frontier_config import resolve_config
-
-    base = resolve_config(ns, [])
+    base = _quality_config(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "questions.jsonl"
@@ -317,17 +322,13 @@ def run_throughput(args: argparse.Namespace) -> None:
     from envs.components import make_components
     from envs.question_bank import question_bank_from
     from envs.rollout import run_episode
-    from evaluation.frontier_config import resolve_config
     from evaluation.frontier_runner import fixed_run, random_run
     from evaluation.headroom import stratified
     from modules.tier import MODULE_ORDER, Tier
     from scale.batched_rollout import map_batched
     from scale.batching import BatchStats
 
-    ns = argparse.Namespace(
-        experiment="cpu_quality", config=None, set=list(args.set), benchmark=args.benchmark
-    )
-    base = resolve_config(ns, [])
+    base = _quality_config(args)
     out = Path(args.out)
     work = out / "throughput"
     work.mkdir(parents=True, exist_ok=True)
