@@ -17,14 +17,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from envs.episode import EpisodeRecord
-from envs.rollout import DecideFn, OnRecord, run_episode
+from envs.rollout import DecideFn, run_episode
 from scale.batching import BatchStats, LockstepBatcher
 
 if TYPE_CHECKING:
     from envs.components import EnvComponents
     from envs.question_bank import QuestionItem
 
-__all__ = ["evaluate_policy_batched", "map_batched", "run_episodes_batched"]
+__all__ = ["evaluate_policy_batched", "map_batched"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -103,25 +103,6 @@ def map_batched(
     return cast(list[R], results)
 
 
-def run_episodes_batched(
-    items: Sequence[QuestionItem],
-    decide_for: Callable[[QuestionItem], DecideFn],
-    components: EnvComponents,
-    n_envs: int = 8,
-    *,
-    cost_lambda: float | None = None,
-    on_record: OnRecord | None = None,
-    progress: bool = True,
-    desc: str = "evaluate",
-    stats: BatchStats | None = None,
-) -> list[EpisodeRecord]:
-    """One episode per item, ``n_envs`` in flight with their LLM calls batched (:func:`map_batched`)."""
-    return map_batched(
-        lambda item: run_episode(item, decide_for(item), components, cost_lambda), items, n_envs,
-        on_result=on_record, progress=progress, desc=desc, stats=stats,
-    )  # fmt: skip
-
-
 def evaluate_policy_batched(
     decide: DecideFn,
     items: Iterable[QuestionItem],
@@ -148,7 +129,7 @@ def evaluate_policy_batched(
     Raises:
         ValueError: If ``n_envs < 1``.
     """
-    return run_episodes_batched(
-        list(items), lambda _item: decide, components, n_envs, cost_lambda=cost_lambda, progress=progress,
-        stats=stats,
+    return map_batched(
+        lambda item: run_episode(item, decide, components, cost_lambda), list(items), n_envs,
+        progress=progress, stats=stats,
     )  # fmt: skip

@@ -64,7 +64,7 @@ class FailureBudget(BaseCallback):
                 self.train_calls += int(record.calls)
                 self._window_failed += int(record.failures)
                 self._window_calls += int(record.calls)
-                self._train_reasons.update(getattr(record, "errors", ()))
+                self._train_reasons.update(record.errors)
         return True
 
     def _on_rollout_end(self) -> None:

@@ -179,7 +179,8 @@ def train(
     provenance = run_metadata(cfg, _data_files(config))
     if ckpt is not None:
         check_resume_data(ckpt, ckpt_state, provenance["data_checksums"])
-    csv_name = "progress.csv" if ckpt is None else f"progress-from-{checkpoint_step(ckpt)}.csv"
+    resumed_from = checkpoint_step(ckpt) if ckpt is not None else None
+    csv_name = "progress.csv" if resumed_from is None else f"progress-from-{resumed_from}.csv"
     # One line per training episode (what was chosen for which question), per piece like the CSV.
     episodes_name = csv_name.replace("progress", "episodes").replace(".csv", ".jsonl")
 
@@ -205,11 +206,9 @@ def train(
             print(line)
         if ckpt is not None and ckpt.parent == run_dir / "checkpoints" and ckpt.name != "last":
             ckpt = run_dir / "checkpoints" / "last"  # the interrupted swap's copy, now restored
-        _write_run_record(
-            run_dir, cfg, provenance, hydra_overrides, checkpoint_step(ckpt) if ckpt is not None else None
-        )
-        if ckpt is not None:  # the logs describe the run the checkpoint holds, nothing it lost
-            for line in trim_logs_after(run_dir, checkpoint_step(ckpt)):
+        _write_run_record(run_dir, cfg, provenance, hydra_overrides, resumed_from)
+        if resumed_from is not None:  # the logs describe the run the checkpoint holds, nothing it lost
+            for line in trim_logs_after(run_dir, resumed_from):
                 print(f"resume: {line}")
         t_setup = time.perf_counter() - t0
 
