@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from benchmarks.checksums import verify_checksums
 from benchmarks.types import Sample
 from common.datadir import data_file, resolve_data_dir
+from common.fetch import fetchable
 
 #: The split names every benchmark accepts.
 SPLITS: tuple[str, ...] = ("train", "val", "test", "all")
@@ -44,7 +45,8 @@ class Benchmark(abc.ABC):
     files: ClassVar[tuple[str, ...]]
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None) -> None:
-        self.data_dir: Path = resolve_data_dir(data_dir)
+        # A fresh machine has no data directory: create the default one when a download can fill it.
+        self.data_dir: Path = resolve_data_dir(data_dir, create=any(fetchable(n) for n in self.files))
         self.checksums: dict[str, str] = {}
         self._raw: dict[str, Any] = {}
 

@@ -1,67 +1,60 @@
-"""Resolve the benchmark data directory and give clear errors for missing files."""
+"""Resolve the benchmark data directory, fetch a missing official file, and give clear errors."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from common.datafiles import CATALOGUE
+
 ENV_VAR = "BUDGET_ROUTER_DATA"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-#: Where each file officially comes from, quoted in "missing file" errors.
-OFFICIAL_SOURCES: dict[str, str] = {
-    "locomo10.json": "https://github.com/snap-research/locomo (data/locomo10.json)",
-    "longmemeval_oracle.json": "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned",
-    "longmemeval_s_cleaned_498.json.xz": "https://huggingface.co/datasets/xiaowu0162/longmemeval-cleaned "
-    "(longmemeval_s_cleaned.json, xz-compressed)",
-    "longmemeval_s_splits_qids.json": "BudgetMem paper split (github.com/ViktorAxelsen/BudgetMem), "
-    "as question ids",
-    "longmemeval_s_splits.json": "BudgetMem paper split (github.com/ViktorAxelsen/BudgetMem)",
-    "longmemeval_question_order.json": "derived from the upstream LongMemEval question order",
-    "hotpotqa_aflow_validate200.jsonl": "https://hotpotqa.github.io (distractor format; "
-    "AFlow validation 200)",
-    "hotpot_dev_distractor_v1.json": "http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json "
-    "(https://hotpotqa.github.io)",
-    "BGL_2k.log": "https://github.com/logpai/loghub (BGL/BGL_2k.log)",
-}
 
 
 class DataFileError(FileNotFoundError, ValueError):
     """A data file is missing or malformed; the message names the file, record and field."""
 
 
-def resolve_data_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+def _candidates(explicit: str | os.PathLike[str] | None) -> list[tuple[str, Path]]:
+    if explicit:
+        return [("config/CLI", Path(explicit).expanduser())]
+    if os.environ.get(ENV_VAR):
+        return [(f"${ENV_VAR}", Path(os.environ[ENV_VAR]).expanduser())]
+    return [("default", PROJECT_ROOT.parent / "shared" / "data"), ("default", PROJECT_ROOT / "data")]
+
+
+def resolve_data_dir(explicit: str | os.PathLike[str] | None = None, *, create: bool = False) -> Path:
     """Return the data directory to use.
 
     Args:
-        explicit: A directory from config or the command line; wins when given.
+        explicit: A directory from config or the command line; wins over ``$BUDGET_ROUTER_DATA``, which
+            wins over the defaults (``../shared/data``, then ``./data``).
+        create: When no candidate exists, create the last one (the one a download fills) instead of failing.
 
     Returns:
         An existing directory.
 
     Raises:
-        DataFileError: If no candidate directory exists.
+        DataFileError: If no candidate directory exists and ``create`` is false.
     """
-    candidates: list[tuple[str, Path]] = []
-    if explicit:
-        candidates.append(("config/CLI", Path(explicit).expanduser()))
-    elif os.environ.get(ENV_VAR):
-        candidates.append((f"${ENV_VAR}", Path(os.environ[ENV_VAR]).expanduser()))
-    else:
-        candidates.append(("default", PROJECT_ROOT.parent / "shared" / "data"))
-        candidates.append(("default", PROJECT_ROOT / "data"))
+    candidates = _candidates(explicit)
     for _, cand in candidates:
         if cand.is_dir():
             return cand.resolve()
+    if create:
+        target = candidates[-1][1]
+        target.mkdir(parents=True, exist_ok=True)
+        return target.resolve()
     tried = ", ".join(f"{src}: {p}" for src, p in candidates)
     raise DataFileError(
         f"benchmark data directory not found (tried {tried}). Set {ENV_VAR}=/path/to/data or pass "
-        "data_dir=... ; the directory must hold the official files (e.g. locomo10.json)."
+        "data_dir=... ; the directory must hold the official files (e.g. locomo10.json), which "
+        "`python -m benchmarks.fetch all` downloads."
     )
 
 
 def data_file(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Return the path of a named data file, or raise a clear error naming its source.
+    """Return the path of a named data file, downloading a missing official one (see :mod:`common.fetch`).
 
     Args:
         name: File name inside the data directory, e.g. ``"locomo10.json"``.
@@ -71,11 +64,20 @@ def data_file(name: str, data_dir: str | os.PathLike[str] | None = None) -> Path
         Path to the existing file.
 
     Raises:
-        DataFileError: If the file does not exist.
+        DataFileError: If the file does not exist and cannot be fetched (downloads off, no URL, offline,
+            wrong checksum); the message names its source, checksum and destination.
     """
-    root = resolve_data_dir(data_dir)
+    from common.fetch import fetch, fetchable, manual_hint  # fetch imports this module
+
+    entry = CATALOGUE.get(name)
+    can_fetch = fetchable(name)
+    root = resolve_data_dir(data_dir, create=can_fetch)
     path = root / name
-    if not path.is_file():
-        source = OFFICIAL_SOURCES.get(name, "see the data README")
-        raise DataFileError(f"missing data file {path}: download {name!r} from {source} into {root}")
-    return path
+    if path.is_file():
+        return path
+    if entry is None:
+        raise DataFileError(f"missing data file {path}: see the data README for {name!r}")
+    if can_fetch:
+        return fetch(entry, root)
+    why = "downloads are off (BUDGET_ROUTER_DOWNLOAD=0)" if entry.url else entry.how
+    raise DataFileError(f"missing data file {path} ({why}): {manual_hint(entry, path)}")
