@@ -11,6 +11,12 @@ one ``backend.generate``), and wakes the episodes with their results. The backen
 batch into real parallel work: llama.cpp slots (``n_parallel``), vLLM's continuous batching,
 concurrent HTTP requests (``concurrency``).
 
+A backend that schedules requests itself (``LLMBackend.concurrent_calls``: llama.cpp with several
+slots, an OpenAI-compatible server) gets no barrier: a worker's call goes to it at once, from the
+worker's own thread, while the other workers go on. The engine sees every episode's request as soon
+as it exists (continuous batching does the rest), a slow or stalled request holds only its own
+episode, and the engine is not idle while one episode runs Python between its calls.
+
 Why a barrier ("wait until every episode is waiting") and not a timer: episodes in lockstep
 reach the same module at the same time, so the barrier yields the largest batches and no
 latency tuning. Why only one episode thread runs Python at a time (``serialize_compute``):
@@ -55,7 +61,8 @@ class BatchStats:
         rounds: Barrier flushes.
         batches: ``generate_tagged`` calls (one per model per round).
         requests: Requests sent in those batches (cache hits included).
-        sizes: Size of every batch, in order.
+        sizes: Requests the engine held per dispatch, in order: a lockstep batch's size, or for a
+            backend called directly the requests in flight at that call (this one included).
     """
 
     rounds: int = 0
@@ -65,8 +72,8 @@ class BatchStats:
 
     @property
     def mean_batch(self) -> float:
-        """Mean batch size (0 before any batch)."""
-        return self.requests / self.batches if self.batches else 0.0
+        """Mean of :attr:`sizes`: the batch the engine sees (0 before any call)."""
+        return sum(self.sizes) / len(self.sizes) if self.sizes else 0.0
 
 
 class LockstepBatcher(Generic[T]):
@@ -87,6 +94,8 @@ class LockstepBatcher(Generic[T]):
         self._turn = threading.Lock()
         self._pending: list[_Call] = []
         self._live = 0
+        self._direct = 0  # workers inside a call to a backend that takes concurrent calls
+        self._in_flight = 0  # requests of those calls
         self._running = False
 
     # -- driving ------------------------------------------------------------------------
@@ -168,6 +177,8 @@ class LockstepBatcher(Generic[T]):
         Raises:
             BaseException: Whatever the backend raised for this call's batch.
         """
+        if getattr(llm.backend, "concurrent_calls", False):
+            return self._call_directly(llm, items)
         call = _Call(getattr(_WORKER, "index", 0), llm, list(items))
         with self._cv:
             self._pending.append(call)
@@ -182,9 +193,35 @@ class LockstepBatcher(Generic[T]):
         assert call.results is not None
         return call.results
 
+    def _call_directly(
+        self, llm: CachedLLM, items: Sequence[tuple[GenerationRequest, Mapping[str, str]]]
+    ) -> list[GenerationResult]:
+        """Send ``items`` to a backend that schedules concurrent calls itself, from this thread, now.
+
+        The worker leaves the barrier while its call runs (the others' lockstep rounds do not wait for
+        it) and gives up its compute turn (the others run their Python meanwhile).
+        """
+        with self._cv:
+            self._direct += 1
+            self._in_flight += len(items)
+            self.stats.batches += 1
+            self.stats.requests += len(items)
+            self.stats.sizes.append(self._in_flight)
+            ready = self._take_if_ready()
+        if ready:
+            self._flush(ready)
+        self._release()
+        try:
+            return llm.generate_tagged(items)
+        finally:
+            with self._cv:
+                self._direct -= 1
+                self._in_flight -= len(items)
+            self._acquire()
+
     def _take_if_ready(self) -> list[_Call]:
-        """Under ``_cv``: the pending calls if every live worker is waiting, else []."""
-        if self._pending and len(self._pending) >= self._live:
+        """Under ``_cv``: the pending calls if every live worker is waiting (or in a direct call), else []."""
+        if self._pending and len(self._pending) + self._direct >= self._live:
             ready, self._pending = self._pending, []
             return ready
         return []

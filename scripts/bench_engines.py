@@ -298,22 +298,48 @@ def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
 # -- throughput ---------------------------------------------------------------------------------
 
 
-def parse_cells(text: str) -> list[tuple[str, int]]:
-    """``"xllamacpp@1,native@4"`` -> ``[("xllamacpp", 1), ("native", 4)]``.
+DISPATCHES = ("direct", "lockstep")
+
+
+def parse_cells(text: str) -> list[tuple[str, int, str | None]]:
+    """``"xllamacpp@1,native@4:lockstep"`` -> ``[("xllamacpp", 1, None), ("native", 4, "lockstep")]``.
+
+    A cell may force the lockstep barrier (``:lockstep``) on an engine that takes concurrent calls
+    (llama.cpp slots); without it each engine gets its own default (``LLMBackend.concurrent_calls``).
 
     Raises:
-        SystemExit: A cell that is not ``ENGINE@N`` with a known engine and N >= 1.
+        SystemExit: A cell that is not ``ENGINE@N[:DISPATCH]`` with a known engine and N >= 1.
     """
-    cells = []
+    cells: list[tuple[str, int, str | None]] = []
     known = engine_specs("qwen2.5-1.5b", 1)
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        engine, _, n = part.partition("@")
-        if engine not in known or not n.isdigit() or int(n) < 1:
+        head, _, dispatch = part.partition(":")
+        engine, _, n = head.partition("@")
+        if engine not in known or not n.isdigit() or int(n) < 1 or (dispatch and dispatch not in DISPATCHES):
             raise SystemExit(
-                f"--cells {part!r}: expected ENGINE@N with N >= 1 and ENGINE one of {sorted(known)}"
+                f"--cells {part!r}: expected ENGINE@N[:DISPATCH] with N >= 1, ENGINE one of {sorted(known)} "
+                f"and DISPATCH one of {DISPATCHES}"
             )
-        cells.append((engine, int(n)))
+        cells.append((engine, int(n), dispatch or None))
     return cells
+
+
+#: Engines whose backend takes concurrent calls at N > 1 (llama.cpp with N slots); rows written before
+#: the dispatch was recorded ran them behind the lockstep barrier.
+_DIRECT_ENGINES = ("xllamacpp", "native")
+
+
+def cell_label(engine: str, n: int, dispatch: str) -> str:
+    """How a cell is named in the records and the table: ``native@4``, or ``native@4:lockstep`` where
+    an engine that takes concurrent calls was put behind the barrier (N > 1 only: at N = 1 both are one)."""
+    if dispatch == "lockstep" and n > 1 and engine in _DIRECT_ENGINES:
+        return f"{engine}@{n}:lockstep"
+    return f"{engine}@{n}"
+
+
+def row_label(row: dict[str, Any]) -> str:
+    """The cell label of a throughput record (older records, without ``dispatch``, ran lockstep)."""
+    return cell_label(row["engine"], int(row["concurrency"]), row.get("dispatch", "lockstep"))
 
 
 def run_throughput(args: argparse.Namespace) -> None:
@@ -333,18 +359,19 @@ def run_throughput(args: argparse.Namespace) -> None:
     work = out / "throughput"
     work.mkdir(parents=True, exist_ok=True)
     records_path = out / "throughput.jsonl"
-    done = {(r["cell"], r["policy"], r["repeat"]) for r in _read_jsonl(records_path)}
+    done = {(row_label(r), r["policy"], r["repeat"]) for r in _read_jsonl(records_path)}
     cells = parse_cells(args.cells)
     specs = engine_specs(args.model, args.threads)
     run = fixed_run((Tier.HIGH,) * len(MODULE_ORDER)) if args.policy == "all-high" else random_run(args.seed)
     items = None
     cpu = cpu_id()
     for rep in range(args.repeats):
-        for engine, n in cells:
-            cell = f"{engine}@{n}"
+        for engine, n, forced in cells:
+            spec = dict(specs[engine])
+            dispatch = forced or ("direct" if engine in _DIRECT_ENGINES and n > 1 else "lockstep")
+            cell = cell_label(engine, n, dispatch)
             if (cell, args.policy, rep) in done:
                 continue
-            spec = dict(specs[engine])
             if spec["name"] == "llamacpp":
                 spec["n_parallel"] = n  # llama.cpp serves N requests at once only from N slots
             calls = work / f"calls-{cell}-{args.policy}-r{rep}.sqlite"
@@ -356,6 +383,11 @@ def run_throughput(args: argparse.Namespace) -> None:
                 bank = question_bank_from(base, args.split, comps.encoder)
                 items = stratified(bank, args.limit, lambda it: str(it.question.category))
             backends = {id(llm.backend): llm.backend for llm in comps.llms.values()}
+            if dispatch == "lockstep":
+                for backend in backends.values():
+                    backend.concurrent_calls = False
+            if dispatch == "direct" and not all(b.concurrent_calls for b in backends.values()):
+                raise SystemExit(f"{cell}: {engine} takes no concurrent calls; use {engine}@{n}:lockstep")
             stats = BatchStats()
             t = time.perf_counter()
             records = map_batched(
@@ -365,7 +397,8 @@ def run_throughput(args: argparse.Namespace) -> None:
             wall = time.perf_counter() - t
             caches = [b.prefix_cache for b in backends.values() if getattr(b, "prefix_cache", None)]
             rec = {
-                "cell": cell, "engine": engine, "concurrency": n, "policy": args.policy, "repeat": rep,
+                "cell": cell, "engine": engine, "concurrency": n, "dispatch": dispatch, "policy": args.policy,
+                "repeat": rep,
                 "questions": len(records), "wall_s": wall, "q_per_hour": 3600 * len(records) / wall,
                 "mean_batch": stats.mean_batch, "batches": stats.batches,
                 "prompt_tokens": sum(c.prompt for c in caches),
@@ -390,10 +423,10 @@ def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1"
     out: dict[str, Any] = {}
     for policy in sorted({r["policy"] for r in rows}):
         mine = [r for r in rows if r["policy"] == policy]
-        ref = {r["repeat"]: r for r in mine if r["cell"] == reference}
+        ref = {r["repeat"]: r for r in mine if row_label(r) == reference}
         table = {}
-        for cell in dict.fromkeys(r["cell"] for r in mine):
-            runs = [r for r in mine if r["cell"] == cell]
+        for cell in dict.fromkeys(row_label(r) for r in mine):
+            runs = [r for r in mine if row_label(r) == cell]
             ratios = [ref[r["repeat"]]["wall_s"] / r["wall_s"] for r in runs if r["repeat"] in ref]
             prompt = sum(r["prompt_tokens"] for r in runs)
             row: dict[str, Any] = {

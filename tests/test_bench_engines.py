@@ -15,17 +15,28 @@ def _bench():
 
 def test_cells_parse_and_bad_ones_are_named():
     bench = _bench()
-    assert bench.parse_cells("xllamacpp@1, native@4,vllm-bf16@16") == [
-        ("xllamacpp", 1), ("native", 4), ("vllm-bf16", 16)
+    assert bench.parse_cells("xllamacpp@1, native@4,vllm-bf16@16,native@8:lockstep") == [
+        ("xllamacpp", 1, None), ("native", 4, None), ("vllm-bf16", 16, None), ("native", 8, "lockstep")
     ]  # fmt: skip
-    for bad in ("native", "native@0", "nope@2", "native@x"):
+    for bad in ("native", "native@0", "nope@2", "native@x", "native@4:async"):
         with pytest.raises(SystemExit, match="--cells"):
             bench.parse_cells(bad)
 
 
+def test_cells_are_labelled_by_dispatch_and_old_rows_ran_lockstep():
+    bench = _bench()
+    assert bench.cell_label("native", 4, "direct") == "native@4"
+    assert bench.cell_label("native", 4, "lockstep") == "native@4:lockstep"
+    assert bench.cell_label("native", 1, "lockstep") == "native@1"  # one in flight: no barrier to speak of
+    assert bench.cell_label("vllm-bf16", 8, "lockstep") == "vllm-bf16@8"  # in process: lockstep is all it has
+    assert bench.row_label({"engine": "native", "concurrency": 4}) == "native@4:lockstep"
+    assert bench.row_label({"engine": "native", "concurrency": 4, "dispatch": "direct"}) == "native@4"
+
+
 def _row(cell, rep, wall, f1s, prompt=100, cached=40):
     return {
-        "cell": cell, "policy": "all-high", "repeat": rep, "questions": len(f1s), "wall_s": wall,
+        "cell": cell, "engine": cell.split("@")[0], "concurrency": int(cell.split("@")[1]),
+        "dispatch": "direct", "policy": "all-high", "repeat": rep, "questions": len(f1s), "wall_s": wall,
         "q_per_hour": 3600 * len(f1s) / wall, "mean_batch": 1.0 if cell.endswith("@1") else 3.5,
         "prompt_tokens": prompt, "cached_tokens": cached, "f1": sum(f1s) / len(f1s),
         "per_question": [{"question_id": f"q{i}", "f1": f} for i, f in enumerate(f1s)],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -297,3 +298,81 @@ def test_validation_with_episodes_in_flight_gives_the_same_history(tmp_path) -> 
         histories.append([{k: v for k, v in h.items() if k != "seconds" and "cache" not in k}
                           for h in history])  # fmt: skip
     assert histories[0] == histories[1] and len(histories[0]) == 2
+
+
+class _EchoServer:
+    """An OpenAI-compatible chat server that echoes the prompt; a prompt containing "stall" waits first."""
+
+    def __init__(self, stall_s: float) -> None:
+        import http.server
+        import json
+
+        stall = stall_s
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                prompt = body["messages"][-1]["content"]
+                if "stall" in prompt:
+                    time.sleep(stall)
+                reply = {"choices": [{"message": {"role": "assistant", "content": f"echo {prompt}"},
+                                      "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                with contextlib.suppress(BrokenPipeError):  # the client gave up (its timeout)
+                    self.wfile.write(data)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _finish_times(backend, prompts: list[str], n: int) -> tuple[list[str], dict[str, float]]:
+    from scale.batched_rollout import map_batched
+
+    llm = CachedLLM(backend, CallCache(":memory:"))
+    start = time.perf_counter()
+    finished: dict[str, float] = {}
+    texts = map_batched(
+        lambda p: llm.generate([req(p)], tags=TAGS)[0].text or "error", prompts, n,
+        on_result=lambda i, _: finished.setdefault(prompts[i], time.perf_counter() - start), progress=False,
+    )
+    return texts, finished
+
+
+def test_a_stalled_request_holds_only_its_own_episode() -> None:
+    """N episodes in flight against a server that stalls one request: the others proceed and finish first;
+    past the client's timeout the stalled call is one failed call, and the rest are unaffected."""
+    from modules.backends.openai_http import OpenAIBackend
+
+    server = _EchoServer(stall_s=2.0)
+    prompts = ["q0", "stall", "q2", "q3", "q4", "q5", "q6"]
+    try:
+        backend = OpenAIBackend("m", base_url=server.url, timeout_s=10, api_key_env=None)
+        assert backend.concurrent_calls
+        texts, finished = _finish_times(backend, prompts, 3)
+        assert texts == [f"echo {p}" for p in prompts]
+        assert max(t for p, t in finished.items() if p != "stall") < 1.0 <= 2.0 <= finished["stall"]
+        # The same through a barrier (an engine that needs one): the stalled call holds its batch-mates.
+        backend.concurrent_calls = False
+        _, lockstep = _finish_times(backend, prompts, 3)
+        assert sorted(lockstep.values())[1] >= 2.0
+        # A stall past the timeout: one failed call (not cached, so a rerun retries it); the rest answer.
+        impatient = OpenAIBackend("m", base_url=server.url, timeout_s=0.5, max_retries=0, api_key_env=None)
+        texts, finished = _finish_times(impatient, prompts, 3)
+        assert texts == ["error" if p == "stall" else f"echo {p}" for p in prompts]
+        assert max(t for p, t in finished.items() if p != "stall") < 1.0
+    finally:
+        server.close()

@@ -131,6 +131,10 @@ class LLMBackend(abc.ABC):
     n_ctx: int
     #: Prompt tokens sent and served from a prefix cache, for engines that report it (else None).
     prefix_cache: PrefixCacheStats | None = None
+    #: ``generate`` may be entered from several threads at once and the engine schedules the requests
+    #: itself (server slots, continuous batching, a remote server): episodes in flight call it directly
+    #: instead of meeting at a batching barrier (see ``scale.batching``).
+    concurrent_calls: bool = False
 
     @abc.abstractmethod
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

@@ -98,6 +98,9 @@ class LlamaCppBackend(LLMBackend):
             self.n_ctx = n_ctx or 4096
         self.n_threads = n_threads
         self.n_parallel = n_parallel
+        # With several slots the server interleaves requests itself (continuous batching): episodes
+        # in flight call it directly, each from its own thread. One slot would only queue them.
+        self.concurrent_calls = n_parallel > 1
         self.engine = engine
         self.last_timings: list[dict[str, Any]] = []
         self.prefix_cache = PrefixCacheStats()

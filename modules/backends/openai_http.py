@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
 
 from modules.backends.base import GenerationRequest, GenerationResult, LLMBackend
 
@@ -72,8 +73,18 @@ class OpenAIBackend(LLMBackend):
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.concurrency = concurrency
+        # The server batches; each episode's requests go to it as they come (at most `concurrency`
+        # at once per generate call, and one call per episode in flight).
+        self.concurrent_calls = True
         self.token_counter = token_counter
-        self.session = session or requests.Session()
+        if session is None:
+            session = requests.Session()
+            # One kept-alive connection per request in flight: urllib3's default pool of 10 would
+            # open and drop a connection per call once more episodes than that are in flight.
+            adapter = HTTPAdapter(pool_connections=4, pool_maxsize=max(64, concurrency))
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        self.session = session
         key = api_key or (os.environ.get(api_key_env) if api_key_env else None)
         self._headers = {"Content-Type": "application/json"}
         if key:
