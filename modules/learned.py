@@ -5,6 +5,7 @@ Like :mod:`modules.rules`, each function returns ``(raw_value, gflops)``.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from typing import Any, Literal
 
@@ -206,6 +207,9 @@ def tagger_temporal_relations(inp: ModuleInput, date_format: DateFormat = "iso")
 
 def textrank_topics(inp: ModuleInput, n: int = 6) -> tuple[list[str], float]:
     """Up to ``n`` TextRank keyphrases (``summa``) of the evidence, best first, speakers excluded."""
+    # summa logs at import whether the optional `pattern` tagger is there; nothing here uses its tag
+    # filters, so the line (INFO in a Hydra run's log) is noise a user cannot act on.
+    logging.getLogger("summa.preprocessing").setLevel(logging.WARNING)
     from summa import keywords as summa_keywords  # lazy import
 
     speakers = {s.lower() for ev in inp.evidence for s, _ in split_utterances(ev.text) if s}

@@ -211,3 +211,19 @@ def test_keep_evidence_mid_tiers_and_retrieval_weight_in_the_cache_key():
     assert summary.run(_inp("summary"), Tier.MID).value.startswith("Key sentences:")
     with pytest.raises(ValueError, match=r"filter_retrieval_weight must be in \[0, 1\], got 1.5"):
         build_implementation({"high": llm}, CostModel(), enc, filter_retrieval_weight=1.5)
+
+
+def test_topic_mid_logs_nothing_a_user_cannot_act_on():
+    """summa announces at import that the optional `pattern` tagger is missing; a run's log must not."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; logging.basicConfig(level=logging.INFO)\n"
+        "from modules import learned\nfrom modules.base import ModuleInput\nfrom modules.types import Evidence\n"
+        "ev = (Evidence('c1', 'Caroline: I went to a support group yesterday.', None),)\n"
+        "print(learned.textrank_topics(ModuleInput('topic', 'What did Caroline do?', ev))[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "pattern" not in out.stderr, out.stderr
