@@ -32,7 +32,7 @@ _SHORT = "Answer with a short phrase, using exact words from the memory whenever
 ANSWER_TEMPLATES: dict[str, AnswerTemplate] = {
     "locomo": AnswerTemplate(
         "Use the memory of a conversation below to answer the question. " + _SHORT + " "
-        # Measured: without this line Qwen2.5-1.5B answered "When ...?" with "Yesterday".
+        # Measured: without this line Qwen2.5-Coder-1.5B-Instruct answered "When ...?" with "Yesterday".
         "For a question about when, give the date, working out words like 'yesterday' or 'last week' "
         "from the date of the memory they were said in.",
         "Question: {question}\nShort answer:",

@@ -220,7 +220,8 @@ def test_topic_mid_logs_nothing_a_user_cannot_act_on():
 
     code = (
         "import logging; logging.basicConfig(level=logging.INFO)\n"
-        "from modules import learned\nfrom modules.base import ModuleInput\nfrom modules.types import Evidence\n"
+        "from modules import learned\nfrom modules.base import ModuleInput\n"
+        "from modules.types import Evidence\n"
         "ev = (Evidence('c1', 'Caroline: I went to a support group yesterday.', None),)\n"
         "print(learned.textrank_topics(ModuleInput('topic', 'What did Caroline do?', ev))[0])\n"
     )

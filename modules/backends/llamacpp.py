@@ -53,8 +53,9 @@ class LlamaCppBackend(LLMBackend):
             else a build of ``scripts/build_llamacpp.sh`` in the model cache).
         server_log: File that receives the native server's log (default: discarded).
         server_args: More ``llama-server`` flags. The default ``--no-repack`` keeps the weights in their
-            file layout: on this machine's AVX-512 build that prefilled 2,048 tokens of Qwen2.5-1.5B
-            Q4_K_M at 131 tokens/s against 95 with repacking (decode 12 either way; llama-bench).
+            file layout: on this machine's AVX-512 build that prefilled 2,048 tokens of
+            Qwen2.5-Coder-1.5B-Instruct Q4_K_M at 131 tokens/s against 95 with repacking (decode 12 either
+            way; llama-bench).
     """
 
     ENGINES = ("xllamacpp", "native")
