@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from benchmarks.base import Benchmark, check_split
 from benchmarks.records import RecordRef, answer_text, expect_list, field, load_json
 from benchmarks.registry import register
+from benchmarks.splits import POWERED_SIZES, check_scheme, stratified_split
 from benchmarks.types import History, Question, Sample, Session, Turn
 from common.datadir import DataFileError
 
@@ -131,10 +132,15 @@ class HotpotQA(Benchmark):
     name: ClassVar[str] = "hotpotqa"
     files: ClassVar[tuple[str, ...]] = (FILE,)
 
-    def __init__(self, data_dir: str | Path | None = None, file: str = FILE) -> None:
+    def __init__(
+        self, data_dir: str | Path | None = None, file: str = FILE, splits: str = "paper", split_seed: int = 0
+    ) -> None:
+        self.files = (file,)  # type: ignore[misc]  # a per-instance file choice shadows the ClassVar
         super().__init__(data_dir)
         self.file = file
-        self.files = (file,)  # type: ignore[misc]  # a per-instance file choice shadows the ClassVar
+        #: ``"paper"``: 60/20/20 by sha256 rank; ``"powered"``: val 50, test 100 stratified by question type.
+        self.splits = check_scheme(splits)
+        self.split_seed = int(split_seed)
 
     def load(self, split: str) -> list[Sample]:
         """Load the questions of ``split`` in file order."""
@@ -145,5 +151,11 @@ class HotpotQA(Benchmark):
         samples = [parse_record(r, i, path) for i, r in enumerate(records)]
         if split == "all":
             return samples
-        assignment = split_of([s.sample_id for s in samples])
+        if self.splits == "powered":
+            assignment = stratified_split(
+                [s.sample_id for s in samples], [s.questions[0].category for s in samples],
+                POWERED_SIZES[self.name], self.split_seed,
+            )  # fmt: skip
+        else:
+            assignment = split_of([s.sample_id for s in samples])
         return [s for s in samples if assignment[s.sample_id] == split]

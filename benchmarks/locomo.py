@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from benchmarks.base import Benchmark, check_split
 from benchmarks.records import RecordRef, answer_text, expect_list, field, load_json
 from benchmarks.registry import register
+from benchmarks.splits import check_scheme
 from benchmarks.types import History, Question, Sample, Session, Turn
 
 FILE = "locomo10.json"
@@ -160,14 +161,19 @@ class LoCoMo(Benchmark):
     Args:
         data_dir: Data directory (default: resolved by :func:`common.datadir.resolve_data_dir`).
         include_adversarial: Also load category-5 (adversarial) questions.
+        splits: ``"paper"`` or ``"powered"``: the same conversation split (its validation and test sets, 341
+            and 314 questions, are already big enough; :mod:`benchmarks.splits`).
     """
 
     name: ClassVar[str] = "locomo"
     files: ClassVar[tuple[str, ...]] = (FILE,)
 
-    def __init__(self, data_dir: str | Path | None = None, include_adversarial: bool = False) -> None:
+    def __init__(
+        self, data_dir: str | Path | None = None, include_adversarial: bool = False, splits: str = "paper"
+    ) -> None:
         super().__init__(data_dir)
         self.include_adversarial = include_adversarial
+        self.splits = check_scheme(splits)
 
     def load(self, split: str) -> list[Sample]:
         """Load the conversations of ``split`` (see :data:`SPLIT_INDICES`)."""

@@ -10,6 +10,7 @@ from benchmarks.base import Benchmark, check_split
 from benchmarks.longmemeval_cache import build_question_cache
 from benchmarks.records import RecordRef, answer_text, expect_list, field, load_json
 from benchmarks.registry import register
+from benchmarks.splits import POWERED_SIZES, check_scheme, stratified_split
 from benchmarks.types import History, Question, Sample, Session, Turn
 
 S_FILE = "longmemeval_s_cleaned_498.json.xz"
@@ -149,21 +150,46 @@ class LongMemEval(_LongMemEvalBase):
 
 @register
 class LongMemEvalOracle(_LongMemEvalBase):
-    """LongMemEval oracle format: 500 questions, haystacks of evidence sessions only."""
+    """LongMemEval oracle format: 500 questions, haystacks of evidence sessions only.
+
+    Args:
+        data_dir: Data directory.
+        splits: ``"paper"`` (the BudgetMem question-id split: 297 / 98 / 105) or ``"powered"`` (val 100,
+            test 250, stratified by question type, drawn from the oracle file alone: see
+            :mod:`benchmarks.splits`).
+        split_seed: The powered split's seed.
+    """
 
     name: ClassVar[str] = "longmemeval_oracle"
     files: ClassVar[tuple[str, ...]] = (ORACLE_FILE, SPLITS_FILE)
     source_file: ClassVar[str] = ORACLE_FILE
 
+    def __init__(
+        self, data_dir: str | Path | None = None, splits: str = "paper", split_seed: int = 0
+    ) -> None:
+        self.splits = check_scheme(splits)
+        self.split_seed = int(split_seed)
+        if self.splits == "powered":  # drawn from the oracle file: the derived split file is not read
+            self.files = (ORACLE_FILE,)  # type: ignore[misc]  # a per-instance choice shadows the ClassVar
+        super().__init__(data_dir)
+
     def load(self, split: str) -> list[Sample]:
         """Load the questions of ``split`` from the oracle file."""
-        wanted = self.split_ids(split)
         path, doc = self._read(ORACLE_FILE, load_json)
         records = expect_list(doc, RecordRef(path, "<top level>"), "<top level>")
         by_id: dict[str, tuple[int, Any]] = {}
         for i, rec in enumerate(records):
             qid = field(rec, "question_id", str, RecordRef(path, f"index {i}"))
             by_id[qid] = (i, rec)
+        if self.splits == "powered":
+            check_split(split)
+            cats = [
+                field(rec, "question_type", str, RecordRef(path, f"index {i}")) for i, rec in by_id.values()
+            ]
+            assignment = stratified_split(list(by_id), cats, POWERED_SIZES[self.name], self.split_seed)
+            wanted = None if split == "all" else [q for q in by_id if assignment[q] == split]
+        else:
+            wanted = self.split_ids(split)
         ids = list(by_id) if wanted is None else wanted
         self.missing[split] = [q for q in ids if q not in by_id]
         return [parse_question(by_id[q][1], by_id[q][0], path) for q in ids if q in by_id]

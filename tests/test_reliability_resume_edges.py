@@ -43,6 +43,9 @@ def test_resuming_a_finished_run_loses_no_row_and_keeps_its_record(tmp_path, cap
     before = progress_values(run)
     record = {name: (run / name).read_text() for name in ("config.yaml", "run_metadata.json")}
     assert before[1], "the run logged no PPO update"
+    sets = json.loads(record["run_metadata.json"])["question_sets"]  # which questions, by fingerprint
+    assert set(sets) == {"train", "val"} and all(s["questions"] > 0 and len(s["ids_sha256"]) == 16
+                                                 for s in sets.values())  # fmt: skip
     _train(tmp_path, *ALIGNED, "train.total_timesteps=40", f"resume={run}")
     assert "nothing to do" in capsys.readouterr().out
     assert progress_values(run) == before  # the last update's train/* row is back, once

@@ -17,6 +17,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import CallbackList
 
 from benchmarks.registry import get_benchmark
+from benchmarks.splits import split_digest
 from common.atomic import atomic_write_json, atomic_write_text
 from common.atomic_dir import free_space
 from common.config_error import ConfigError
@@ -199,6 +200,15 @@ def train(
         }
         if overlap:
             raise ValueError(f"validation questions overlap the training questions: {sorted(overlap)[:5]}")
+        # Which questions the run trained and selected on: sizes and a fingerprint of the ids, so two runs
+        # (or a run and a paper) can be checked for the same sets without the data.
+        provenance["question_sets"] = {
+            role: {"split": split, "questions": len(items), "ids_sha256": split_digest(
+                [f"{it.sample_id}/{it.question.question_id}" for it in items])}
+            for role, split, items in (
+                ("train", ts.train_split, train_items), ("val", ts.val_split, val_items)
+            )
+        }  # fmt: skip
 
         # -- everything checked: own the run directory, then write into it ------------------
         lock, repairs = claim_run_dir(run_dir, ckpt, config.overwrite)
