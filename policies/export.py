@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,41 @@ def export_router(
         RuntimeError: If the reloaded router's actions differ from PPO's.
         RouterExportError: The files could not be written (the message says how much space is left).
     """
+    actor = actor_from_policy(ppo_model.policy)
+
+    def same_as_ppo(router: Router) -> None:
+        probes = probe_observations(actor.config, n=verify)
+        ours = np.array([router.act(o[None])[0] for o in probes])
+        theirs = ppo_actions(ppo_model, probes)
+        bad = np.flatnonzero(ours != theirs)
+        if bad.size:
+            raise RuntimeError(
+                f"export_router: exported router disagrees with PPO on {bad.size}/{verify} probe "
+                f"observations (first at {int(bad[0])}: {int(ours[bad[0]])} vs {int(theirs[bad[0]])})"
+            )
+
+    return write_router(actor, path, metadata, same_as_ppo if verify else None)
+
+
+def write_router(
+    actor: RouterActor,
+    path: str | os.PathLike[str],
+    metadata: Mapping[str, Any],
+    check: Callable[[Router], None] | None = None,
+) -> Path:
+    """Write ``actor`` and ``metadata`` in the format ``Router.load`` reads, replacing ``path`` atomically.
+
+    Args:
+        actor: The inference network.
+        path: Destination directory.
+        metadata: The caller's facts (``observation_spec`` required; reserved keys are set here).
+        check: Called with the router reloaded from the new files before they replace ``path``.
+
+    Raises:
+        ValueError: ``metadata`` lacks ``observation_spec`` or sets a reserved key, or the spec disagrees
+            with the network.
+        RouterExportError: The files could not be written.
+    """
     meta = dict(metadata)
     clash = sorted(set(meta) & set(RESERVED_KEYS))
     if clash:
@@ -106,7 +141,6 @@ def export_router(
         raise ValueError(
             "export_router: metadata must include 'observation_spec' (ObservationSpec.to_dict())"
         )
-    actor = actor_from_policy(ppo_model.policy)
     spec = meta["observation_spec"]
     lay = actor.config.layout
     if int(spec["embed_dim"]) != lay.embed_dim or int(spec["n_scalars"]) != lay.n_scalars:
@@ -131,17 +165,8 @@ def export_router(
             "weights_sha256": digest,
         }
         atomic_write_json(tmp / METADATA_FILE, full)
-        if verify:
-            router = Router.load(tmp)
-            probes = probe_observations(actor.config, n=verify)
-            ours = np.array([router.act(o[None])[0] for o in probes])
-            theirs = ppo_actions(ppo_model, probes)
-            bad = np.flatnonzero(ours != theirs)
-            if bad.size:
-                raise RuntimeError(
-                    f"export_router: exported router disagrees with PPO on {bad.size}/{verify} probe "
-                    f"observations (first at {int(bad[0])}: {int(ours[bad[0]])} vs {int(theirs[bad[0]])})"
-                )
+        if check is not None:
+            check(Router.load(tmp))
 
     dest = Path(path)
     try:

@@ -19,6 +19,7 @@ from envs.router_env import episode_cost
 from modules.tier import Tier, tiers_label
 from policies.baselines import FixedTierPolicy
 from policies.export import export_router
+from policies.training.guard import guard_paths, vouch
 from policies.training.summary import (
     flat_metrics,
     markdown_report,
@@ -356,6 +357,47 @@ class ValidationCallback(BaseCallback):
             str(self.components.task_metric),
             int(self.num_timesteps),
         )
+
+    def vouch_for_router(self, spec: str, max_tier: Tier = Tier.HIGH) -> dict[str, Any] | None:
+        """Compare the selected router with fixed paths on the validation questions (the guard).
+
+        See :mod:`policies.training.guard`; ``spec`` is ``train.guard``, ``max_tier`` the run's
+        ``actions.max_tier`` (dearer paths are not compared). None when the guard is off or no validation ran.
+        """
+        if spec == "off" or self.best_summary is None:
+            return None
+        if self.reward_shaper is not None and getattr(self, "training_env", None) is not None:
+            sync_reward_statistics(self.training_env, self.reward_shaper)
+        weight = self.components.cost_weight
+        lams = list(weight.choices) if weight.conditioned else [weight.default]
+        # The selected router's records, in validation order, λ after λ (read back after a resume).
+        saved = self.run_dir / "validation_records_best.json"
+        recs: list[Any] = json.loads(saved.read_text(encoding="utf-8"))
+        n = len(self.items)
+        if len(recs) != n * len(lams):
+            raise ValueError(f"{saved}: {len(recs)} records for {n} questions × {len(lams)} λ")
+        router_records = {lam: recs[i * n : (i + 1) * n] for i, lam in enumerate(lams)}
+        path_records = {
+            p: [r.to_dict() for r in self.evaluate(
+                FixedTierPolicy(list(p)).decide, self.items, self.components, progress=False)]
+            for p in guard_paths(spec, max_tier)
+        }  # fmt: skip
+        return vouch(router_records, path_records, self._per_question)
+
+    def _per_question(self, record: Mapping[str, Any], cost_lambda: float) -> float:
+        """One validation record's objective at ``cost_lambda`` (an ``EpisodeRecord.to_dict`` dict)."""
+        metric = str(self.components.task_metric)
+        if metric == "judge":
+            judged = record.get("judge") is not None and not record.get("judge_failed")
+            task = float(record["judge"]) if judged else 0.0
+        else:
+            task = float(record[metric])
+        if self.reward_shaper is None or getattr(self, "training_env", None) is None:
+            return task
+        cost = float(record["module_cost"]) + (
+            float(record["answer_cost"]) if self.components.include_answer_cost else 0.0
+        )
+        return float(self.reward_shaper.evaluate(task, cost, cost_lambda))
 
     def _objective(self, records: Sequence[Any], cost_lambda: float) -> float:
         """Mean validation reward ``r_task + λ·α·r_cost`` at ``cost_lambda`` under training's statistics.

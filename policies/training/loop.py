@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,7 @@ from stable_baselines3.common.callbacks import CallbackList
 from benchmarks.registry import get_benchmark
 from benchmarks.splits import split_digest
 from common.atomic import atomic_write_json, atomic_write_text
-from common.atomic_dir import free_space
+from common.atomic_dir import free_space, write_dir_atomically
 from common.config_error import ConfigError
 from common.provenance import run_metadata
 from common.redact import REDACTED, redact, redact_argv, redacted_placeholders
@@ -27,6 +28,11 @@ from envs.components import make_components
 from envs.question_bank import question_bank_from
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy
+from modules.tier import Tier, parse_tiers
+from policies.export import RESERVED_KEYS
+from policies.fixed_router import export_fixed_router
+from policies.network import NetworkConfig
+from policies.router import Router
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import (
     CheckpointCallback,
@@ -347,9 +353,11 @@ def train(
             print(
                 f"nothing to do: the checkpoint is at {model.num_timesteps} >= {ts.total_timesteps} timesteps"
             )
+            # Attached to the restored model and env: the closing verdict and the guard score validation
+            # with the reward statistics the run trained with.
+            validation.init_callback(model)
             if validation.needs_final(int(model.num_timesteps)):
                 # The run was stopped after its training, before its final validation: run it now.
-                validation.init_callback(model)
                 validation.num_timesteps = int(model.num_timesteps)  # set by on_step(), which ran in learn()
                 validation.validate()
                 tracker.logger.dump(model.num_timesteps)
@@ -360,6 +368,10 @@ def train(
         # fixed paths measured on the same validation questions; before the call counts, which
         # include its calls.
         verdict = validation.fixed_path_verdict()
+        # The guard: the learned router ships only where validation vouches for it over the fixed paths.
+        guard = validation.vouch_for_router(ts.guard, Tier.parse(config.actions.max_tier))
+        if guard is not None and guard["ships"] == "fixed":
+            ship_fixed_path(validation.router_dir, run_dir / "router_learned", guard)
         hits1, miss1 = cache_counts(components.cache)
         calls = (hits1 - hits0) + (miss1 - miss0)
         _, md_report = validation.write_report()
@@ -392,6 +404,7 @@ def train(
             },
             "wall_s": time.perf_counter() - t0,
             "fixed_path_verdict": verdict,
+            "guard": guard,
         }
         atomic_write_json(run_dir / "result.json", result)
         tracker.summary(
@@ -415,6 +428,8 @@ def train(
         _print_result(result, md_report)
         print(budget.final_line())
         print("\n".join(final_lines(verdict, validation.best_summary is not None)))
+        if guard is not None:
+            print("\n".join(guard["lines"]))
         return result
     finally:
         if tracker is not None:
@@ -424,6 +439,25 @@ def train(
         components.close()
         if lock is not None:
             lock.release()
+
+
+def ship_fixed_path(router_dir: Path, learned_dir: Path, guard: Mapping[str, Any]) -> None:
+    """Put the guard's fixed path at ``router_dir`` in the router format; the learned router moves aside.
+
+    The learned router is copied to ``learned_dir`` once: a resumed finished run finds the fixed path already
+    shipped and only writes it again.
+    """
+    learned = Router.load(router_dir)
+    if "fixed_path" not in learned.metadata:
+
+        def copy(tmp: Path) -> None:
+            shutil.copytree(router_dir, tmp, dirs_exist_ok=True)
+
+        write_dir_atomically(learned_dir, copy)
+    meta = {k: v for k, v in learned.metadata.items() if k not in RESERVED_KEYS and k != "fixed_path"}
+    meta["guard"] = {k: v for k, v in guard.items() if k != "lines"}
+    config = NetworkConfig.from_dict(learned.metadata["network"])
+    export_fixed_router(parse_tiers(str(guard["path"])), router_dir, config, meta)
 
 
 def final_lines(verdict: Mapping[str, Any] | None, validated: bool) -> list[str]:

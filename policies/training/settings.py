@@ -10,6 +10,7 @@ from omegaconf import MISSING
 
 from common.config_error import ConfigError
 from envs.config_schema import EnvConfig, parse
+from policies.training.guard import GUARD_MODES, guard_paths
 
 VEC_ENVS = ("dummy", "subproc", "batched")
 SELECT_METRICS = ("objective", "f1", "em", "judge")
@@ -59,6 +60,11 @@ class TrainSettings:
     #: Stop (exit 1, no router) when more than this share of a validation's LLM calls, or of a window of
     #: training calls, fail.
     max_failure_rate: float = 0.2
+    #: The guard at the end of a run: ship the learned router only if its validation objective beats the best
+    #: of these fixed paths with the paired bootstrap interval above 0, else ship that path as the router:
+    #: uniform (all-LOW/MID/HIGH) | minimal (those and the 10 single-module changes from all-MID) |
+    #: 'L,M,L,L,M;...' | off (ship the learned router regardless).
+    guard: str = "uniform"
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.max_failure_rate) <= 1.0:
@@ -82,6 +88,11 @@ class TrainSettings:
             raise ConfigError(
                 f"config train.select_metric={self.select_metric!r}; choose one of {SELECT_METRICS}"
             )
+        if self.guard not in GUARD_MODES:
+            try:
+                guard_paths(self.guard)
+            except ValueError as exc:
+                raise ConfigError(f"{exc}; or one of {GUARD_MODES}") from None
         if self.train_split == self.val_split:
             raise ConfigError(
                 f"config train.val_split={self.val_split!r} equals train.train_split: checkpoint selection "
