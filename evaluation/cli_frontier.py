@@ -24,7 +24,7 @@ from envs.components import make_components
 from envs.question_bank import question_bank_from
 from evaluation.aggregate import summarise
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
-from evaluation.cli_options import positive_int
+from evaluation.cli_options import concurrency_arg, resolve_concurrency
 from evaluation.frontier_config import resolve_config
 from evaluation.frontier_plot import plot_frontier
 from evaluation.frontier_runner import (
@@ -138,11 +138,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--chunk", type=int, default=1, help="questions evaluated between two record-cache saves")
     a(
         "--concurrency",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="episodes in flight, their LLM calls sent to the engine as one batch (records are the same "
-        "as with 1; engines with continuous batching or server slots turn N into throughput)",
+        type=concurrency_arg,
+        default="auto",
+        metavar="N|auto",
+        help="episodes in flight (records are the same as with 1; engines with continuous batching or "
+        "server slots turn N into throughput); auto: what the engine measured best (vLLM 8 on a CPU, "
+        "llama.cpp its slots, 1 for the in-process wheel)",
     )
     a(
         "--expect",
@@ -247,6 +248,7 @@ def run_with(
     val_items: Any,
 ) -> int:
     """Everything after the components and the test bank exist (tests call this with fakes)."""
+    args.concurrency = resolve_concurrency(args.concurrency, components)
     bench = str(components.benchmark)
     out = Path(args.out or PROJECT_ROOT / "runs" / "frontier" / f"{bench}-{args.split}")
     # Read the expected tables before anything runs: a bad path fails now, and --expect may be --out.

@@ -22,7 +22,7 @@ from envs.components import make_components
 from envs.question_bank import question_bank_from
 from envs.rollout import map_in_flight
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED
-from evaluation.cli_options import add_option_argument, parse_options, positive_int
+from evaluation.cli_options import add_option_argument, concurrency_arg, parse_options, resolve_concurrency
 from evaluation.frontier_config import resolve_config
 from evaluation.frontier_runner import RecordStore, record_fingerprint, safe_id
 from evaluation.headroom import (
@@ -72,10 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--no-progress", action="store_true", help="hide progress bars")
     a(
         "--concurrency",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="questions in flight, their LLM calls sent to the engine as one batch (the same records as 1)",
+        type=concurrency_arg,
+        default="auto",
+        metavar="N|auto",
+        help="questions in flight (the same records as 1); auto: what the engine measured best (vLLM 8 on "
+        "a CPU, llama.cpp its slots, 1 for the in-process wheel)",
     )
 
 
@@ -97,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     cfg.setdefault("question_bank", {})["max_samples"] = args.max_samples
     cfg["question_bank"]["limit"] = None
     components = make_components(cfg)
+    args.concurrency = resolve_concurrency(args.concurrency, components)
     try:
         bench_name = str(components.benchmark)
         items = question_bank_from(cfg, args.split, components.encoder, progress=not args.no_progress)

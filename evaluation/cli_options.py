@@ -24,6 +24,24 @@ def positive_int(text: str) -> int:
     return value
 
 
+def concurrency_arg(text: str) -> int | str:
+    """An argparse type for ``--concurrency``: ``auto`` or an integer >= 1."""
+    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+
+
+def resolve_concurrency(value: int | str, components: Any) -> int:
+    """The questions in flight for ``--concurrency`` (an integer is kept).
+
+    ``auto`` takes the most any of the run's engines turns into throughput (``LLMBackend.in_flight``:
+    llama.cpp's slots, vLLM's measured batch, an OpenAI server's requests); an engine that runs one request
+    at a time gives 1.
+    """
+    if value != "auto":
+        return int(value)
+    backends = {id(llm.backend): llm.backend for llm in getattr(components, "llms", {}).values()}
+    return max([int(getattr(b, "in_flight", 1)) for b in backends.values()], default=1)
+
+
 def comma_list(text: str, flag: str, cast: Callable[[str], T]) -> list[T]:
     """``"5, 10,"`` -> ``[5, 10]`` with ``cast=int``: items stripped, empty items dropped, order kept.
 

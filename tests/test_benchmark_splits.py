@@ -1,4 +1,4 @@
-"""Powered splits: fixed sizes, stratified by category, a pure function of ids and seed, recorded with a run."""
+"""Powered splits: fixed sizes, stratified by category, a pure function of ids and seed."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def test_the_draw_depends_on_ids_and_seed_only() -> None:
     ids, cats = _ids({"a": 40, "b": 23})
     one = stratified_split(ids, cats, {"val": 10, "test": 20}, seed=3)
     shuffled = list(zip(ids, cats, strict=True))[::-1]
-    again = stratified_split([i for i, _ in shuffled], [c for _, c in shuffled], {"val": 10, "test": 20}, seed=3)
+    again = stratified_split(
+        [i for i, _ in shuffled], [c for _, c in shuffled], {"val": 10, "test": 20}, seed=3
+    )
     assert one == again  # input order does not matter
     assert stratified_split(ids, cats, {"val": 10, "test": 20}, seed=4) != one
     test_ids = [q for q, s in one.items() if s == "test"]
@@ -57,7 +59,9 @@ def test_powered_splits_of_the_real_files() -> None:
 
     for name in ("longmemeval_oracle", "hotpotqa"):
         bench = get_benchmark(name, splits="powered")
-        got = {s: [q.question_id for x in bench.load(s) for q in x.questions] for s in ("train", "val", "test")}
+        got = {
+            s: [q.question_id for x in bench.load(s) for q in x.questions] for s in ("train", "val", "test")
+        }
         assert {s: len(v) for s, v in got.items() if s != "train"} == POWERED_SIZES[name]
         assert not set(got["val"]) & set(got["test"]) and not set(got["train"]) & set(got["test"])
         assert sum(map(len, got.values())) == len([q for x in bench.load("all") for q in x.questions])

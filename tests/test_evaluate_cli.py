@@ -1,5 +1,7 @@
 """`evaluate.py` dispatch: unknown commands, and data/config errors as one line instead of a traceback."""
 
+import argparse
+
 import pytest
 
 import evaluate
@@ -39,3 +41,22 @@ def test_bad_comma_lists_stop_before_any_work(capsys):
     with pytest.raises(SystemExit) as exc:  # argparse rejects k <= 0 with its usage line
         evaluate.main(["retrieval", "--benchmark", "locomo", "--k", "5,0"])
     assert exc.value.code == 2 and "k values must be positive" in capsys.readouterr().err
+
+
+def test_concurrency_auto_follows_the_engines() -> None:
+    """`--concurrency auto` (the default) takes what the run's engines turn into throughput."""
+    from types import SimpleNamespace
+
+    from evaluation.cli_options import concurrency_arg, resolve_concurrency
+    from modules.backends.fake import FakeBackend
+
+    assert concurrency_arg("auto") == "auto" and concurrency_arg("4") == 4
+    with pytest.raises(argparse.ArgumentTypeError):
+        concurrency_arg("0")
+    wheel, slots = FakeBackend(), FakeBackend()
+    slots.in_flight = 4  # what llama.cpp with 4 slots says
+    llms = {"low": wheel, "high": slots, "answer": slots}
+    comps = SimpleNamespace(llms={role: SimpleNamespace(backend=b) for role, b in llms.items()})
+    assert resolve_concurrency("auto", comps) == 4
+    assert resolve_concurrency("auto", SimpleNamespace(llms={"low": SimpleNamespace(backend=wheel)})) == 1
+    assert resolve_concurrency(2, comps) == 2

@@ -135,6 +135,9 @@ class LLMBackend(abc.ABC):
     #: itself (server slots, continuous batching, a remote server): episodes in flight call it directly
     #: instead of meeting at a batching barrier (see ``scale.batching``).
     concurrent_calls: bool = False
+    #: Questions in flight this engine turns into throughput (what ``--concurrency auto`` picks): 1 for an
+    #: engine that runs one request at a time; engines that batch say how many (see their classes).
+    in_flight: int = 1
 
     @abc.abstractmethod
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

@@ -102,6 +102,7 @@ class LlamaCppBackend(LLMBackend):
         # With several slots the server interleaves requests itself (continuous batching): episodes
         # in flight call it directly, each from its own thread. One slot would only queue them.
         self.concurrent_calls = n_parallel > 1
+        self.in_flight = n_parallel  # one question per slot
         self.engine = engine
         self.last_timings: list[dict[str, Any]] = []
         self.prefix_cache = PrefixCacheStats()

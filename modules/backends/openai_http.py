@@ -76,6 +76,7 @@ class OpenAIBackend(LLMBackend):
         # The server batches; each episode's requests go to it as they come (at most `concurrency`
         # at once per generate call, and one call per episode in flight).
         self.concurrent_calls = True
+        self.in_flight = concurrency  # as many questions as requests it keeps in flight
         self.token_counter = token_counter
         if session is None:
             session = requests.Session()
