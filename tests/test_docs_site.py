@@ -96,3 +96,15 @@ def test_results_tables_come_from_the_committed_frontier_files(hooks) -> None:
         assert table.count("\n") - 1 == csv_rows, f"{mark}: the table drops systems"
     with pytest.raises(FileNotFoundError, match=r"no frontier\.csv"):
         hooks.frontier_table("results/frontier/not-there")
+
+
+def test_results_pages_are_short_and_speak_without_issue_numbers() -> None:
+    """A results page is a headline or one subject's study (<= ~300 lines); no page cites the tracker."""
+    root = Path(__file__).resolve().parent.parent
+    for page in sorted((root / "docs" / "results").glob("*.md")):
+        lines = page.read_text(encoding="utf-8").splitlines()
+        assert len(lines) <= 320, f"{page.name}: {len(lines)} lines; move a study to its own page"
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        found = re.findall(r"issue #?\d+|the issue's", text, flags=re.IGNORECASE)
+        assert not found, f"{page.relative_to(root)}: {found[:3]}: name the item, not where it was filed"
