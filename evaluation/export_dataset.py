@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -30,8 +31,9 @@ def flatten(obj: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _read_json_rows(path: Path) -> list[dict[str, Any]]:
-    """Rows of a JSON Lines file or a JSON list file."""
-    text = path.read_text(encoding="utf-8")
+    """Rows of a JSON Lines file (plain or, as committed records are, gzip-compressed) or a JSON list file."""
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
     if text.lstrip().startswith("["):
         rows = json.loads(text)
     else:
@@ -68,7 +70,7 @@ def _files(inputs: Sequence[str | os.PathLike[str]], patterns: tuple[str, ...]) 
 def record_rows(inputs: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
     """Flattened episode records with a ``source`` column (see docs/design/evaluation.md)."""
     rows: list[dict[str, Any]] = []
-    for path, name in _files(inputs, ("*.jsonl", "validation_records*.json")):
+    for path, name in _files(inputs, ("*.jsonl", "*.jsonl.gz", "validation_records*.json")):
         rows.extend({"source": name, **flatten(r)} for r in _read_json_rows(path))
     return rows
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from common.atomic import atomic_write_text
+from common.atomic import atomic_write_text, atomic_write_with
 from common.provenance import git_commit
 from envs.components import EnvComponents
 from envs.config_schema import without_added_defaults
@@ -105,8 +106,22 @@ def safe_id(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text)
 
 
+def record_stem(path: Path) -> str:
+    """A record file's run id: ``fixed-LLLLL`` for ``fixed-LLLLL.jsonl`` and ``fixed-LLLLL.jsonl.gz``."""
+    name = path.name
+    return name[: -len(".jsonl.gz")] if name.endswith(".jsonl.gz") else path.stem
+
+
+def record_files(root: Path, pattern: str = "*") -> list[Path]:
+    """Record files (``.jsonl``, or committed ``.jsonl.gz``) in ``root`` whose run id matches ``pattern``."""
+    return sorted([*root.glob(f"{pattern}.jsonl"), *root.glob(f"{pattern}.jsonl.gz")])
+
+
 class RecordStore:
     """Per-question records of one run, persisted as JSONL (atomic rewrite on save).
+
+    A committed records file may be gzip-compressed (``<path>.gz``, written by
+    ``scripts/compact_results.py``): it is read in its place, and a save keeps it compressed.
 
     Args:
         path: The JSONL file (created on first save).
@@ -114,9 +129,13 @@ class RecordStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        if not self.path.is_file() and self.path.with_name(self.path.name + ".gz").is_file():
+            self.path = self.path.with_name(self.path.name + ".gz")
         self.records: dict[str, dict[str, Any]] = {}
         if self.path.is_file():
-            for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+            raw = self.path.read_bytes()
+            text = (gzip.decompress(raw) if self.path.suffix == ".gz" else raw).decode("utf-8")
+            for n, line in enumerate(text.splitlines(), 1):
                 if not line.strip():
                     continue
                 try:
@@ -139,7 +158,13 @@ class RecordStore:
     def save(self) -> None:
         """Atomically rewrite the file (sorted by question id, so it diffs cleanly)."""
         lines = [json.dumps(self.records[q], sort_keys=True, default=str) for q in sorted(self.records)]
-        atomic_write_text(self.path, "\n".join(lines) + "\n")
+        text = "\n".join(lines) + "\n"
+        if self.path.suffix == ".gz":
+            # mtime 0: the same records give the same bytes; a committed file changes only with its content.
+            data = gzip.compress(text.encode("utf-8"), compresslevel=9, mtime=0)
+            atomic_write_with(self.path, lambda tmp: tmp.write_bytes(data))
+        else:
+            atomic_write_text(self.path, text)
 
     def get(self, question_ids: Sequence[str]) -> list[dict[str, Any]]:
         """Records for ``question_ids`` in that order (all must be present)."""

@@ -51,7 +51,7 @@ from evaluation.bootstrap import (
     make_resampler,
     paired_difference,
 )
-from evaluation.frontier_runner import RecordStore
+from evaluation.frontier_runner import RecordStore, record_files, record_stem
 from evaluation.oracle import path_label
 
 #: Record files of deterministic paths (``evaluate.py frontier`` names them ``fixed-<tiers>``).
@@ -100,7 +100,7 @@ def load_paths(
             f"{root}: no such records directory (a frontier --out dir's records/<fp>/<split>)"
         )
     if names is None:
-        names = sorted(p.stem for p in root.glob(f"{FIXED_PREFIX}*.jsonl"))
+        names = sorted({record_stem(p) for p in record_files(root, f"{FIXED_PREFIX}*")})
     if len(names) < 2:
         raise ValueError(
             f"{root}: routability needs two or more fixed-path record files, found {list(names)}"
@@ -108,8 +108,8 @@ def load_paths(
     stores: dict[str, RecordStore] = {}
     for name in names:
         path = root / f"{name}.jsonl"
-        if not path.is_file():
-            have = ", ".join(sorted(p.stem for p in root.glob("*.jsonl")))
+        if not record_files(root, name):
+            have = ", ".join(sorted(record_stem(p) for p in record_files(root)))
             raise FileNotFoundError(f"{path}: no such record file (this directory has: {have})")
         stores[name] = RecordStore(path)
     qids = sorted(set.intersection(*(set(s.records) for s in stores.values())))

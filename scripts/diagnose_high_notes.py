@@ -50,9 +50,10 @@ def notes_answer(memory_text: str) -> str:
 
 
 def _records(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
+    store = RecordStore(path)  # <path> or its committed <path>.gz
+    if not store.path.is_file():
         raise SystemExit(f"error: no headroom records at {path} (run evaluate.py headroom first)")
-    return RecordStore(path).records
+    return store.records
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,6 @@ difference (both resampled on the same questions) and how many questions got bet
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from evaluation.bootstrap import (
     make_resampler,
     paired_difference,
 )
+from evaluation.frontier_runner import RecordStore
 
 
 def load_scores(path: Path, metric: str) -> dict[str, float]:
@@ -38,17 +38,15 @@ def load_scores(path: Path, metric: str) -> dict[str, float]:
         FileNotFoundError: If the file is missing.
         ValueError: On a malformed line or a record without a numeric ``metric`` (file and line named).
     """
-    if not path.is_file():
+    store = RecordStore(path)  # reads <path> or its committed <path>.gz
+    if not store.path.is_file():
         raise FileNotFoundError(f"{path}: no such record file")
     out: dict[str, float] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for qid, rec in store.records.items():
         try:
-            rec = json.loads(line)
-            out[str(rec["question_id"])] = float(rec[metric])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{path}:{n}: no numeric {metric!r} with a question_id ({exc!r})") from exc
+            out[qid] = float(rec[metric])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{store.path}: question {qid}: no numeric {metric!r} ({exc!r})") from exc
     return out
 
 

@@ -127,7 +127,7 @@ def test_export_cli_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     (tmp_path / "bad" / "x.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a question-bank cache file"):
         export("bank", [tmp_path / "bad"], tmp_path / "b")
-    with pytest.raises(ValueError, match=r"no \*\.jsonl or validation_records\*\.json files"):
+    with pytest.raises(ValueError, match=r"no \*\.jsonl or \*\.jsonl\.gz or validation_records\*"):
         export("records", [tmp_path / "bad"], tmp_path / "b")
     with pytest.raises(FileNotFoundError, match="export input not found"):
         export("records", [tmp_path / "missing"], tmp_path / "b")

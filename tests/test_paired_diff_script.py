@@ -35,7 +35,7 @@ def test_errors_name_the_file_and_the_problem(tmp_path, capsys):
     assert pd.main([str(tmp_path), "low", "fewer"]) == 2
     assert "other questions than low (1 missing, 0 extra)" in capsys.readouterr().err
     assert pd.main([str(tmp_path), "low", "bad"]) == 2
-    assert "bad.jsonl:2: no numeric 'f1'" in capsys.readouterr().err
+    assert "bad.jsonl: question b: no numeric 'f1'" in capsys.readouterr().err
     assert pd.main([str(tmp_path), "low", "absent"]) == 2
     assert "absent.jsonl: no such record file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
