@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (CI runs this through .ci/run): lint, the layering contract, the type check, then the
-# whole suite on 1 thread.
+# whole suite, two workers of 1 thread each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
@@ -11,4 +11,6 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled PYTHONHASHSEE
 .venv/bin/lint-imports --no-logo
 # mypy over the core packages, configured in pyproject.toml ([tool.mypy]: which packages, how strict).
 .venv/bin/mypy
-.venv/bin/python -m pytest "$@"
+# Two workers on the two cores, each test file on one worker (module fixtures stay shared within a file); every
+# process keeps 1 thread (above), so the workers do not fight over the cores. PYTEST_WORKERS=0 runs in-process.
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@"

@@ -108,3 +108,31 @@ def test_results_pages_are_short_and_speak_without_issue_numbers() -> None:
         text = page.read_text(encoding="utf-8")
         found = re.findall(r"issue #?\d+|the issue's", text, flags=re.IGNORECASE)
         assert not found, f"{page.relative_to(root)}: {found[:3]}: name the item, not where it was filed"
+
+
+#: The headline tables' rows and the committed frontier directory each quotes.
+HEADLINE_SETS = {
+    "LoCoMo": "results/frontier/locomo-test-cpu_quality-150q-seeds-sm",
+    "HotpotQA": "results/frontier/hotpotqa-test-cpu_quality-40q-bf",
+    "LongMemEval": "results/frontier/longmemeval_oracle-test-cpu_quality-105q-bl",
+}
+
+
+def test_headline_numbers_quoted_outside_the_results_pages_match_the_csvs() -> None:
+    """README and the results overview quote all-LOW/MID/HIGH and best-fixed F1: each equals its CSV."""
+    import csv
+
+    root = Path(__file__).resolve().parent.parent
+    for page in (root / "README.md", root / "docs" / "results" / "index.md"):
+        rows = [line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+        for name, directory in HEADLINE_SETS.items():
+            with open(root / directory / "frontier.csv", newline="", encoding="utf-8") as fh:
+                f1 = {r["system"]: float(r["f1"]) for r in csv.DictReader(fh)}
+            row = next(r for r in rows if re.match(rf"\| \[?{name}\b", r))
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            quoted = dict(zip(("all-low", "all-mid", "all-high"), cells[1:4], strict=True))
+            for system, text in quoted.items():
+                assert text == f"{f1[system]:.3f}", f"{page.name} {name} {system}: {text} != {f1[system]:.3f}"
+            best = next(s for s in f1 if s.startswith("best-fixed ("))
+            path = best[len("best-fixed (") : -1]
+            assert f"`{path}` {f1[best]:.3f}" in cells[5], f"{page.name} {name} best-fixed: {cells[5]}"
