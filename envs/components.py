@@ -11,10 +11,11 @@ from typing import Any
 
 from benchmarks.answer import AnswerGenerator
 from benchmarks.judge import Judge, get_protocol
+from benchmarks.registry import benchmark_names
 from common.config_error import ConfigError
 from common.cost_weight import CostWeight
 from common.datadir import PROJECT_ROOT
-from envs.config_schema import BENCHMARK_NAMES, EnvConfig, check_choice, parse
+from envs.config_schema import EnvConfig, check_choice, parse
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.protocols import Answerer, AnswerJudge, RoutablePipeline, Scorer
 from memory.encoder import Encoder, get_encoder
@@ -119,7 +120,7 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     """
     env = parse(EnvConfig, cfg)
     bench, strategy = env.benchmark.name, env.strategy.name
-    check_choice("benchmark.name", bench, BENCHMARK_NAMES)
+    check_choice("benchmark.name", bench, tuple(benchmark_names()))
     check_choice("strategy.name", strategy, tuple(sorted(STRATEGIES)))
     task_metric = env.reward.task_metric
     from envs.episode import TASK_METRICS

@@ -17,10 +17,6 @@ from modules.tier import Tier
 
 T = TypeVar("T")
 
-#: Benchmarks the env can run (the registry in benchmarks.registry may know more loaders).
-BENCHMARK_NAMES = ("locomo", "longmemeval", "longmemeval_oracle", "hotpotqa", "custom")
-
-
 @dataclass
 class BenchmarkConfig:
     """``benchmark``: which data the questions come from."""

@@ -15,13 +15,13 @@ from typing import Any
 from benchmarks.base import Benchmark
 from benchmarks.chunking import ChunkingConfig
 from benchmarks.memory_builder import MemoryBuildConfig, build_memory, retrieve_evidence
-from benchmarks.registry import get_benchmark
+from benchmarks.registry import benchmark_names, get_benchmark
 from benchmarks.types import Question, Sample
 from common.atomic import atomic_write_json
 from common.config_error import ConfigError
 from common.datadir import PROJECT_ROOT
 from common.provenance import sha256_file
-from envs.config_schema import BENCHMARK_NAMES, EnvConfig, check_choice, parse
+from envs.config_schema import EnvConfig, check_choice, parse
 from memory.config import MemoryConfig
 from memory.encoder import Encoder
 from modules.types import Evidence
@@ -344,7 +344,7 @@ def question_bank_from(
         ConfigError: On an unknown key, a value of the wrong type or an unknown benchmark.
     """
     env = parse(EnvConfig, cfg)
-    check_choice("benchmark.name", env.benchmark.name, BENCHMARK_NAMES)
+    check_choice("benchmark.name", env.benchmark.name, tuple(benchmark_names()))
     qb = env.question_bank
     return build_question_bank(
         env.benchmark.name,

@@ -192,6 +192,16 @@ class Module:
         self.strategy = strategy
         self._tiers = dict(tiers)
 
+    def with_tier(self, tier: Tier, fn: TierFn, strategy: str | None = None) -> Module:
+        """A copy of this module with ``tier`` implemented by ``fn`` (how a new strategy swaps one tier).
+
+        Args:
+            tier: The tier to replace.
+            fn: ``ModuleInput -> ModuleOutput`` (e.g. a :class:`modules.local_tier.LocalTier`).
+            strategy: The new module's strategy name (default: this module's).
+        """
+        return Module(self.name, strategy or self.strategy, {**self._tiers, tier: fn})
+
     def run(self, inp: ModuleInput, tier: Tier) -> ModuleOutput:
         """Run the tier's implementation on ``inp`` (empty input short-circuits, see module doc)."""
         if inp.module != self.name:

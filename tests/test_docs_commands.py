@@ -231,7 +231,21 @@ def fake_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("snippet", PYTHON_BLOCKS, ids=[f"{s.document}:{s.line}" for s in PYTHON_BLOCKS])
 def test_python_block_runs(snippet: Snippet, fake_run: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from benchmarks.answer import ANSWER_TEMPLATES
+    from benchmarks.registry import BENCHMARKS, benchmark_names
+    from modules.backends import BACKENDS
+    from modules.strategies import STRATEGIES
+
+    benchmark_names()  # the built-in loaders are registered before the snapshot
+    # An extension example registers a backend, benchmark or strategy: the process's registries are put back.
+    registries: tuple[dict, ...] = (BACKENDS, BENCHMARKS, STRATEGIES, ANSWER_TEMPLATES)
+    saved = [dict(r) for r in registries]
     monkeypatch.chdir(fake_run)
     monkeypatch.setenv("BUDGET_ROUTER_CACHE", str(fake_run / "derived"))
-    exec(compile(snippet.text, str(snippet), "exec"), {"__name__": "__docs__"})
+    try:
+        exec(compile(snippet.text, str(snippet), "exec"), {"__name__": "__docs__"})
+    finally:
+        for registry, before in zip(registries, saved, strict=True):
+            registry.clear()
+            registry.update(before)
     assert capsys.readouterr().out.strip(), f"{snippet}: printed nothing"

@@ -7,7 +7,8 @@ from typing import Any
 
 from modules.backends.base import BackendError, GenerationRequest, GenerationResult, LLMBackend
 
-BACKENDS: dict[str, str] = {
+#: name -> ``"module:Class"`` (imported on first use: an engine's imports cost only its users) or the class.
+BACKENDS: dict[str, str | type[LLMBackend]] = {
     "llamacpp": "modules.backends.llamacpp:LlamaCppBackend",
     "transformers": "modules.backends.hf:TransformersBackend",
     "vllm": "scale.vllm_offline:VLLMBackend",
@@ -26,7 +27,10 @@ def backend_class(name: str) -> type[LLMBackend]:
     """
     if name not in BACKENDS:
         raise KeyError(f"unknown LLM backend {name!r}; choose one of {sorted(BACKENDS)}")
-    module_name, cls_name = BACKENDS[name].split(":")
+    entry = BACKENDS[name]
+    if isinstance(entry, type):
+        return entry
+    module_name, cls_name = entry.split(":")
     return getattr(importlib.import_module(module_name), cls_name)
 
 
