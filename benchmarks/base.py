@@ -18,15 +18,24 @@ from common.fetch import fetchable
 SPLITS: tuple[str, ...] = ("train", "val", "test", "all")
 
 
+def check_one_of(value: str, choices: tuple[str, ...], what: str) -> str:
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises:
+        ValueError: ``{what}{value!r}: expected one of ...``.
+    """
+    if value not in choices:
+        raise ValueError(f"{what}{value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
 def check_split(split: str) -> str:
     """Return ``split`` if it is a known split name, else raise naming the choices.
 
     Raises:
         ValueError: For an unknown split.
     """
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
-    return split
+    return check_one_of(split, SPLITS, "unknown split ")
 
 
 class Benchmark(abc.ABC):

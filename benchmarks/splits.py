@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 
+from benchmarks.base import check_one_of
+
 #: The split schemes a loader accepts (``benchmark.options.splits``).
 SCHEMES: tuple[str, ...] = ("paper", "powered")
 
@@ -37,9 +39,7 @@ def check_scheme(scheme: str) -> str:
     Raises:
         ValueError: Naming the known schemes.
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"benchmark option splits={scheme!r}: expected one of {', '.join(SCHEMES)}")
-    return scheme
+    return check_one_of(scheme, SCHEMES, "benchmark option splits=")
 
 
 def _quotas(counts: Mapping[str, int], total: int) -> dict[str, int]:
