@@ -8,6 +8,7 @@ Commands (each lives next to the concept it evaluates; this file only dispatches
 * ``frontier``   Cost-quality frontier of router checkpoints against fixed-tier baselines.
 * ``headroom``   Answer quality per context (gold evidence, raw top-k, fixed tier paths).
 * ``routability`` Whether a router that sees the question could beat the best fixed path (records only).
+* ``select``     The router to ship over several training runs, on validation alone (their guards).
 * ``export``     Episode records, question banks or frontier results as a ``datasets`` Dataset.
 """
 
@@ -27,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "routability": (
         "evaluation.cli_routability",
         "could a router that sees the question beat the best fixed path? (frontier records, no LLM call)",
+    ),
+    "select": (
+        "evaluation.cli_select",
+        "the router to ship over several runs, on validation alone (their guards; no LLM call)",
     ),
     "export": ("evaluation.cli_export", "records, question banks or frontier results as a datasets Dataset"),
 }

@@ -109,6 +109,10 @@ def test_training_ships_the_fixed_path_validation_prefers_and_keeps_the_learned_
     learned = Router.load(run / "router_learned")
     assert "fixed_path" not in learned.metadata
     assert json.loads((run / "result.json").read_text())["guard"]["path"] == guard["path"]
+    import evaluate  # what `evaluate.py select` makes of a real run: the same fixed path
+
+    assert evaluate.main(["select", "--runs", str(run), "--out", str(tmp_path / "shipped")]) == 0
+    assert Router.load(tmp_path / "shipped" / "router").metadata["fixed_path"] == guard["path"]
     # Resuming the finished run ships the same path and keeps the learned router as it was.
     before = (run / "router_learned" / "router.pt").read_bytes()
     again = train(config(tmp_path, "train.total_timesteps=40", f"resume={run}"))
@@ -117,3 +121,39 @@ def test_training_ships_the_fixed_path_validation_prefers_and_keeps_the_learned_
     # train.guard=off ships what PPO learned.
     off = train(config(tmp_path / "off", "train.total_timesteps=40", "train.guard=off"))
     assert off["guard"] is None and not (tmp_path / "off" / "runs" / RUN_NAME / "router_learned").exists()
+
+
+def _fake_run(root, name, *, ships, low, path="L,L,L,L,L", ids="abc", lambdas=("0",)):
+    run = root / name
+    (run / "router").mkdir(parents=True)
+    (run / "router" / "marker").write_text(name)
+    per = {lam: {"best_path": path, "difference": [low + 0.01, low, low + 0.02]} for lam in lambdas}
+    guard = {"ships": ships, "path": None if ships == "router" else path, "per_lambda": per}
+    (run / "result.json").write_text(json.dumps({"seed": 0, "guard": guard}))
+    sets = {"question_sets": {"val": {"questions": 40, "ids_sha256": ids}}}
+    (run / "run_metadata.json").write_text(json.dumps(sets))
+    return run
+
+
+def test_select_ships_the_best_passing_router_else_the_common_fixed_path(tmp_path, capsys) -> None:
+    import evaluate
+
+    _fake_run(tmp_path, "s0", ships="router", low=0.01)
+    _fake_run(tmp_path, "s1", ships="router", low=0.03)
+    _fake_run(tmp_path, "s2", ships="fixed", low=-0.02, path="M,M,M,M,M")
+    out = tmp_path / "shipped"
+    assert evaluate.main(["select", "--runs", str(tmp_path / "s*"), "--out", str(out)]) == 0
+    assert "ships: the learned router of" in capsys.readouterr().out
+    assert (out / "router" / "marker").read_text() == "s1"
+    assert json.loads((out / "selection.json").read_text())["ships"] == "router"
+    none = tmp_path / "none"
+    for i, path in enumerate(("M,M,M,M,M", "M,M,M,M,M", "L,L,L,L,L")):
+        _fake_run(none, f"s{i}", ships="fixed", low=-0.01, path=path)
+    assert evaluate.main(["select", "--runs", str(none / "s*"), "--out", str(out)]) == 0
+    assert "ships: the fixed path M,M,M,M,M" in capsys.readouterr().out
+    assert (out / "router" / "marker").read_text() == "s0"
+    other = tmp_path / "other"
+    _fake_run(other, "a", ships="router", low=0.01)
+    _fake_run(other, "b", ships="router", low=0.01, ids="xyz")
+    assert evaluate.main(["select", "--runs", str(other / "*")]) == 1
+    assert "validated on other questions" in capsys.readouterr().err
