@@ -53,4 +53,4 @@ docs-build: setup-docs
 test-ray: setup
 	.venv/bin/pip install --quiet -e '.[ray]'
 	BUDGET_ROUTER_REQUIRE_RAY=1 OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled \
-		PYTHONHASHSEED=0 .venv/bin/python -m pytest -m ray -rs tests/test_scale_sweep.py
+		PYTHONHASHSEED=0 .venv/bin/python -m pytest -m ray -rs tests/test_scale_sweep.py tests/test_scale_scripts.py

@@ -41,8 +41,10 @@ def find_checkpoints(patterns: list[str], name_glob: str = "*") -> list[Path]:
                 hits += [
                     meta.parent
                     for meta in sorted(m.rglob(METADATA_FILE))
-                    # not the temporaries of an export killed mid-swap (.router.old-<pid>, .router.new-<pid>)
-                    if not any(part.startswith(".") for part in meta.parent.relative_to(m).parts)
+                    # not the temporaries of an export killed mid-swap (.router.old-<pid>, .router.new-<pid>),
+                    # nor the learned router a run's guard set aside (name router_learned/ to evaluate it)
+                    if not any(part.startswith(".") or part == "router_learned"
+                               for part in meta.parent.relative_to(m).parts)
                     and _is_checkpoint(meta.parent)
                     and meta.parent.match(name_glob)
                 ]
