@@ -60,6 +60,11 @@ def stratified_split(
 
     ``sizes["test"]`` ids go to test, ``sizes["val"]`` to validation, the rest to training.
 
+    Example:
+        >>> split = stratified_split(["a1", "a2", "a3", "a4", "b1", "b2"], ["a"] * 4 + ["b"] * 2, {"test": 3})
+        >>> sorted(split.values())
+        ['test', 'test', 'test', 'train', 'train', 'train']
+
     Args:
         ids: Question ids (unique).
         categories: The category of each id, in the same order.

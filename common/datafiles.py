@@ -123,6 +123,10 @@ CATALOGUE: dict[str, DataFile] = {
 def files_of(benchmark: str, *, required_only: bool = True) -> list[DataFile]:
     """The catalogue entries of one benchmark (``"all"``: every benchmark).
 
+    Example:
+        >>> [f.name for f in files_of("locomo")]
+        ['locomo10.json']
+
     Raises:
         ValueError: For a benchmark the catalogue does not know (the message lists the known ones).
     """

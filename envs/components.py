@@ -117,6 +117,14 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
     Raises:
         ConfigError: On an unknown key, a value of the wrong type, a missing section or an unknown
             benchmark, strategy, backend, unit or metric.
+
+    Example:
+        The fake stack in seconds (the environment card and the extension guide run this, tested)::
+
+            config = load_config(["backend=fake", "encoder=hashing", "memory=no_ce"])
+            components = make_components(config)
+            item = question_bank_from(config, "test", components.encoder)[0]
+            record = run_episode(item, FixedTierPolicy(["LOW"] * 5).decide, components)
     """
     env = parse(EnvConfig, cfg)
     bench, strategy = env.benchmark.name, env.strategy.name

@@ -45,6 +45,12 @@ MODULE_ORDER: tuple[str, ...] = ("filter", "entity", "temporal", "topic", "summa
 def parse_tiers(spec: str | Sequence[int | str | Tier]) -> tuple[Tier, ...]:
     """Parse ``"L,M,H,M,L"`` (or ``"low,mid,..."``, or a sequence) into one tier per module.
 
+    Example:
+        >>> parse_tiers("L,M,H,M,L")[2]
+        <Tier.HIGH: 2>
+        >>> tiers_label(parse_tiers(["low", "mid", "mid", "mid", "high"]))
+        'L,M,M,M,H'
+
     Raises:
         ValueError: If the count is not one per module in ``MODULE_ORDER`` or an entry is not a tier.
     """

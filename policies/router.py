@@ -119,6 +119,15 @@ class Router:
     def load(cls, path: str | os.PathLike[str]) -> Router:
         """Load a checkpoint directory (or a zip of one) written by ``policies.export.export_router``.
 
+        Example:
+            Route one question with a trained run's router (the README runs this, tested)::
+
+                router = Router.load("runs/locomo__implementation__lam0__s0/router")
+                components = make_components(router.config)
+                item = question_bank_from(router.config, "test", components.encoder)[0]
+                result = router.route(item.question.question, item.evidence, components)
+                print([t.name for t in result.tiers], result.total_cost.value)
+
         Raises:
             RouterLoadError: If files are missing, the format is unknown, or the weights'
                 checksum differs from the one recorded in the metadata.

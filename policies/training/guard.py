@@ -53,7 +53,13 @@ def guard_paths(spec: str, max_tier: Tier = Tier.HIGH) -> list[Path]:
 
 
 def paired_interval(diffs: Sequence[float], n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of per-question differences and its 95% percentile-bootstrap interval (questions resampled)."""
+    """Mean of per-question differences and its 95% percentile-bootstrap interval (questions resampled).
+
+    Example:
+        >>> mean, lo, hi = paired_interval([0.1, 0.0, 0.2, 0.1])
+        >>> round(mean, 3), lo <= mean <= hi
+        (0.1, True)
+    """
     d = np.asarray(diffs, dtype=float)
     if d.size == 0:
         return float("nan"), float("nan"), float("nan")
