@@ -72,13 +72,16 @@ def summarize(run: Path) -> dict[str, Any]:
     return {
         "run": str(run), "seed": result.get("seed"), "val_questions": val["questions"],
         "val_ids_sha256": val["ids_sha256"], "lambdas": sorted(lows), "passed": guard["ships"] == "router",
-        "lower_bound": min(lows.values()), "fixed_path": guard["path"] or _best_paths(guard)[0],
-        "best_paths": _best_paths(guard),
+        "lower_bound": min(lows.values()), "fixed_path": _fixed(guard),
     }  # fmt: skip
 
 
-def _best_paths(guard: dict[str, Any]) -> list[str]:
-    return [v["best_path"] for v in guard["per_lambda"].values()]
+def _fixed(guard: dict[str, Any]) -> str:
+    """The fixed path a run's guard chose: one label, or ``λ=0: …; λ=1: …`` where it differs by λ."""
+    paths = {lam: v["best_path"] for lam, v in guard["per_lambda"].items()}
+    if len(set(paths.values())) == 1:
+        return next(iter(paths.values()))
+    return "; ".join(f"λ={lam}: {p}" for lam, p in paths.items())
 
 
 def select(runs: list[Path]) -> dict[str, Any]:

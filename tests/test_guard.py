@@ -56,10 +56,17 @@ def test_a_router_ships_only_with_its_whole_interval_above_the_best_fixed_path()
     assert "router_learned/" in noisy["lines"][-1]
     lo = noisy["per_lambda"]["0"]["difference"][1]
     assert lo <= 0 < noisy["per_lambda"]["0"]["difference"][2]
-    # A λ-conditioned router must pass at every λ; the fallback is the path best over all of them.
+    # A λ-conditioned router must pass at every λ; otherwise each λ gets the fixed path best there.
     two = vouch({0.0: _recs(base + 0.2), 1.0: _recs(base)}, paths, _f1)
     assert two["ships"] == "fixed"
     assert two["per_lambda"]["0"]["passed"] and not two["per_lambda"]["1"]["passed"]
+    assert two["paths"] == {"0": "M,M,M,M,M", "1": "M,M,M,M,M"} and two["path"] == "M,M,M,M,M"
+    priced = {(L,) * 5: _recs(base), (M,) * 5: [{**r, "module_cost": 1.0} for r in _recs(base + 0.05)]}
+    def priced_f1(r, lam):
+        return r["f1"] - lam * r["module_cost"]
+
+    by_lam = vouch({0.0: _recs(base), 1.0: _recs(base)}, priced, priced_f1)
+    assert by_lam["paths"] == {"0": "M,M,M,M,M", "1": "L,L,L,L,L"} and by_lam["path"] is None
 
 
 def test_paired_interval_is_a_percentile_bootstrap() -> None:
@@ -81,13 +88,37 @@ def test_a_fixed_path_in_the_router_format_routes_the_path(tmp_path, activation)
     actor = fixed_path_actor(config, path)
     assert actor.config.n_actions == 3  # a MID-capped network grows the HIGH it needs
     meta = {"observation_spec": obs_spec.to_dict(), "run_name": "x"}
-    export_fixed_router(path, tmp_path / "router", config, meta)
+    export_fixed_router({0.0: path}, tmp_path / "router", config, meta)
     router = Router.load(tmp_path / "router")
     assert router.metadata["fixed_path"] == "L,H,M,L,M" and router.metadata["tiers"] == ["LOW", "MID", "HIGH"]
     obs = probe_observations(router.actor.config, n=200, seed=3)
     lo, hi = layout.module_slice
     modules = np.argmax(obs[:, lo:hi], axis=1)
     assert [int(a) for a in router.act(obs)] == [int(path[m]) for m in modules]
+
+
+def test_a_table_of_fixed_paths_by_lambda_routes_each_band(tmp_path) -> None:
+    """A λ-conditioned run that fails its guard ships the path validation chose at each λ, in one network."""
+    from envs.observation import ObservationSpec
+
+    obs_spec = ObservationSpec(embed_dim=16)
+    config = NetworkConfig(layout=ObsLayout.from_spec(obs_spec), hidden=32, latent=32, pi_layers=(32,))
+    table = {0.0: parse_tiers("M,M,M,M,M"), 1.0: parse_tiers("L,L,M,L,L"), 3.0: parse_tiers("L,L,L,L,L")}
+    lam_at = list(obs_spec.scalar_names).index("cost_lambda")
+    export_fixed_router(table, tmp_path / "r", config, {"observation_spec": obs_spec.to_dict()}, lam_at)
+    router = Router.load(tmp_path / "r")
+    assert router.metadata["fixed_paths"] == {"0": "M,M,M,M,M", "1": "L,L,M,L,L", "3": "L,L,L,L,L"}
+    lo, _ = ObsLayout.from_spec(obs_spec).module_slice
+    bands = [(0.0, "MMMMM"), (0.3, "MMMMM"), (1.0, "LLMLL"), (1.9, "LLMLL"), (3.0, "LLLLL"), (9.0, "LLLLL")]
+    for lam, want in bands:
+        obs = probe_observations(router.actor.config, n=5, seed=int(lam * 10))
+        obs[:, lo : lo + 5] = np.eye(5)
+        obs[:, ObsLayout.from_spec(obs_spec).scalar_slice[0] + lam_at] = lam
+        assert "".join(Tier(int(a)).name[0] for a in router.act(obs)) == want, lam
+    with pytest.raises(ValueError, match="relu"):
+        from policies.fixed_router import fixed_paths_actor
+
+        fixed_paths_actor(NetworkConfig(layout=config.layout, activation="tanh"), table, lam_at)
 
 
 def test_training_ships_the_fixed_path_validation_prefers_and_keeps_the_learned_router(tmp_path) -> None:
@@ -157,3 +188,19 @@ def test_select_ships_the_best_passing_router_else_the_common_fixed_path(tmp_pat
     _fake_run(other, "b", ships="router", low=0.01, ids="xyz")
     assert evaluate.main(["select", "--runs", str(other / "*")]) == 1
     assert "validated on other questions" in capsys.readouterr().err
+
+
+def test_a_lambda_conditioned_run_ships_a_router_for_every_lambda(tmp_path) -> None:
+    from policies.training.loop import train
+    from tests.reliability_support import config
+    from tests.support import has_locomo
+
+    if not has_locomo():
+        pytest.skip("LoCoMo data directory absent")
+    result = train(config(tmp_path, "train.total_timesteps=40", "cost.lambdas=[0,1]"))
+    guard = result["guard"]
+    assert set(guard["per_lambda"]) == {"0", "1"} and guard["ships"] == "fixed"
+    router = Router.load(result["router"])
+    shipped = router.metadata.get("fixed_paths") or dict.fromkeys(("0", "1"), router.metadata["fixed_path"])
+    assert shipped == guard["paths"]
+    assert router.cost_weight.conditioned  # routes at the λ values it was trained for, as before

@@ -84,12 +84,12 @@ def vouch(
         n_boot: Bootstrap resamples.
 
     Returns:
-        ``{"ships": "router"|"fixed", "path": the shipped fixed path's label or None, "per_lambda":
-        {λ: {...}}, "lines": [...]}``; per λ: the best fixed path, both objectives, the paired difference and
-        its interval, and whether the router passed.
+        ``{"ships": "router"|"fixed", "path": the shipped fixed path (None when the router ships or the
+        paths differ by λ), "paths": {λ: shipped path} (None when the router ships), "per_lambda": {λ: {...}},
+        "lines": [...]}``; per λ: the best fixed path, both objectives, the paired difference and its
+        interval, and whether the router passed.
     """
     per_lambda: dict[str, dict[str, Any]] = {}
-    totals: dict[Path, float] = dict.fromkeys(path_records, 0.0)
     for lam, recs in router_records.items():
         mine = np.array([per_question(r, lam) for r in recs])
         scores = {p: np.array([per_question(r, lam) for r in pr]) for p, pr in path_records.items()}
@@ -98,7 +98,6 @@ def vouch(
                 raise ValueError(
                     f"path {tiers_label(p)} has {len(s)} validation records, the router {len(mine)}"
                 )
-            totals[p] += float(s.mean())
         # The best fixed path validation would choose; among ties the cheaper (earlier in tier order).
         best = max(scores, key=lambda p: (round(float(scores[p].mean()), 12), [-int(t) for t in p]))
         mean, lo, hi = paired_interval(mine - scores[best], n_boot)
@@ -108,8 +107,9 @@ def vouch(
             "questions": len(mine),
         }  # fmt: skip
     passed = all(v["passed"] for v in per_lambda.values())
-    # One fixed path ships for every λ: the one with the best objective summed over the λ values.
-    fallback = max(totals, key=lambda p: (round(totals[p], 12), [-int(t) for t in p]))
+    # What ships otherwise: at each λ the fixed path validation chose there (one path for a single-λ run).
+    paths = {lam: v["best_path"] for lam, v in per_lambda.items()}
+    shipped = next(iter(paths.values())) if len(set(paths.values())) == 1 else None
     lines = []
     for key, v in per_lambda.items():
         mean, lo, hi = v["difference"]
@@ -121,15 +121,18 @@ def vouch(
     if passed:
         lines.append("shipped: the learned router (its validation objective beats every fixed path compared)")
     else:
+        table = ", ".join(f"λ = {lam}: {p}" for lam, p in paths.items())
+        what = f"the fixed path {shipped}" if shipped else f"at each λ the fixed path best there ({table})"
         lines.append(
-            f"shipped: the fixed path {tiers_label(fallback)} in the router format (router/), because the "
+            f"shipped: {what} in the router format (router/), because the "
             "learned router's lead over it is not above 0 with 95% confidence; the learned router is kept in "
             "router_learned/. More validation questions (train.val_limit, +benchmark.options.splits=powered) "
             "narrow the interval; train.guard=off ships the learned router regardless."
         )
     return {
         "ships": "router" if passed else "fixed",
-        "path": None if passed else tiers_label(fallback),
+        "path": None if passed else shipped,
+        "paths": None if passed else paths,
         "paths_compared": [tiers_label(p) for p in path_records],
         "per_lambda": per_lambda,
         "lines": lines,

@@ -442,22 +442,27 @@ def train(
 
 
 def ship_fixed_path(router_dir: Path, learned_dir: Path, guard: Mapping[str, Any]) -> None:
-    """Put the guard's fixed path at ``router_dir`` in the router format; the learned router moves aside.
+    """Put the guard's fixed path (one per λ for a λ-conditioned run) at ``router_dir`` in the router format.
 
     The learned router is copied to ``learned_dir`` once: a resumed finished run finds the fixed path already
     shipped and only writes it again.
     """
     learned = Router.load(router_dir)
-    if "fixed_path" not in learned.metadata:
+    shipped_before = "fixed_path" in learned.metadata or "fixed_paths" in learned.metadata
+    if not shipped_before:
 
         def copy(tmp: Path) -> None:
             shutil.copytree(router_dir, tmp, dirs_exist_ok=True)
 
         write_dir_atomically(learned_dir, copy)
-    meta = {k: v for k, v in learned.metadata.items() if k not in RESERVED_KEYS and k != "fixed_path"}
+    dropped = {*RESERVED_KEYS, "fixed_path", "fixed_paths"}
+    meta = {k: v for k, v in learned.metadata.items() if k not in dropped}
     meta["guard"] = {k: v for k, v in guard.items() if k != "lines"}
     config = NetworkConfig.from_dict(learned.metadata["network"])
-    export_fixed_router(parse_tiers(str(guard["path"])), router_dir, config, meta)
+    paths = {float(lam): parse_tiers(label) for lam, label in guard["paths"].items()}
+    scalars = list((learned.metadata.get("observation_spec") or {}).get("scalar_names", []))
+    lambda_index = scalars.index("cost_lambda") if "cost_lambda" in scalars else None
+    export_fixed_router(paths, router_dir, config, meta, lambda_index)
 
 
 def final_lines(verdict: Mapping[str, Any] | None, validated: bool) -> list[str]:
