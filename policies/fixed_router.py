@@ -32,6 +32,26 @@ from policies.router import Router
 _LOGIT = 20.0
 
 
+def _one_hot_trunk(config: NetworkConfig) -> tuple[RouterActor, torch.nn.Linear, torch.nn.Linear]:
+    """A zeroed actor whose trunk carries the module one-hot into units ``0..n-1`` of both MLP layers.
+
+    Returns:
+        The actor and the trunk MLP's two linear layers (for the caller to add to, under ``no_grad``).
+    """
+    n = config.layout.n_modules
+    actor = RouterActor(config)
+    first, second = actor.trunk.mlp[0], actor.trunk.mlp[2]
+    assert isinstance(first, torch.nn.Linear) and isinstance(second, torch.nn.Linear)
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.zero_()
+        eye = torch.eye(n)
+        actor.trunk.descriptor.weight[:, :n] = eye
+        first.weight[:n, config.hidden : config.hidden + n] = eye  # the descriptor half of the input
+        second.weight[:n, :n] = eye
+    return actor, first, second
+
+
 def fixed_path_actor(config: NetworkConfig, path: Sequence[Tier]) -> RouterActor:
     """A :class:`RouterActor` of ``config``'s shape that always picks ``path[i]`` for module ``i``.
 
@@ -47,16 +67,9 @@ def fixed_path_actor(config: NetworkConfig, path: Sequence[Tier]) -> RouterActor
     if min(widths) < n:
         raise ValueError(f"network widths {widths} cannot carry {n} module units")
     config = dataclasses.replace(config, n_actions=max(config.n_actions, int(max(path)) + 1))
-    actor = RouterActor(config)
+    actor, _, _ = _one_hot_trunk(config)
     with torch.no_grad():
-        for p in actor.parameters():
-            p.zero_()
         eye = torch.eye(n)
-        actor.trunk.descriptor.weight[:, :n] = eye
-        first, second = actor.trunk.mlp[0], actor.trunk.mlp[2]
-        assert isinstance(first, torch.nn.Linear) and isinstance(second, torch.nn.Linear)
-        first.weight[:n, config.hidden : config.hidden + n] = eye  # the descriptor half of the input
-        second.weight[:n, :n] = eye
         for layer in actor.pi:
             if isinstance(layer, torch.nn.Linear):
                 layer.weight[:n, :n] = eye
@@ -91,18 +104,10 @@ def fixed_paths_actor(
     steep = 4.0 / min(b - a for a, b in itertools.pairwise(lams))
     lay = config.layout
     lam_col = 2 * lay.embed_dim + lambda_index  # the λ scalar inside the content projection's input
-    actor = RouterActor(config)
+    actor, first, second = _one_hot_trunk(config)
     with torch.no_grad():
-        for p in actor.parameters():
-            p.zero_()
         eye = torch.eye(n)
-        actor.trunk.descriptor.weight[:, :n] = eye
         content = actor.trunk.content
-        first, second = actor.trunk.mlp[0], actor.trunk.mlp[2]
-        assert isinstance(first, torch.nn.Linear) and isinstance(second, torch.nn.Linear)
-        h = config.hidden
-        first.weight[:n, h : h + n] = eye  # the module one-hot, passed on
-        second.weight[:n, :n] = eye
         for j, t in enumerate(thresholds):
             content.weight[j, lam_col], content.bias[j] = steep, -steep * t  # c_j = K (λ - t_j)
             first.weight[n + 2 * j, j] = 1.0  # a_j = relu(c_j)
