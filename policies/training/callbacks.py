@@ -15,7 +15,6 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from common.atomic import atomic_write_json, atomic_write_text
 from envs.reward import RewardShaper
-from envs.router_env import episode_cost
 from modules.tier import Tier, tiers_label
 from policies.baselines import FixedTierPolicy
 from policies.export import export_router
@@ -393,7 +392,7 @@ class ValidationCallback(BaseCallback):
         else:
             task = float(record[metric])
         if self.reward_shaper is None or getattr(self, "training_env", None) is None:
-            return task
+            return task  # no shaper, or not attached to a model (unit use): the task metric alone
         cost = float(record["module_cost"]) + (
             float(record["answer_cost"]) if self.components.include_answer_cost else 0.0
         )
@@ -408,20 +407,7 @@ class ValidationCallback(BaseCallback):
         λ-sweep from selecting each run's checkpoint on F1 alone, which would ignore the cost the
         run was asked to save.
         """
-        task_metric = str(self.components.task_metric)
-        shaper = self.reward_shaper
-        if shaper is None or getattr(self, "training_env", None) is None:
-            # No shaper or not attached to a model (unit use): the task metric alone.
-            return float(np.mean([r.task_score(task_metric) for r in records]))
-        with_answer = bool(self.components.include_answer_cost)
-        return float(
-            np.mean(
-                [
-                    shaper.evaluate(r.task_score(task_metric), episode_cost(r, with_answer), cost_lambda)
-                    for r in records
-                ]
-            )
-        )
+        return float(np.mean([self._per_question(r.to_dict(), cost_lambda) for r in records]))
 
     def write_report(self) -> tuple[Path, Path]:
         """Write ``validation.json`` (history + best) and ``validation.md`` (short report)."""

@@ -12,20 +12,27 @@ the fixed path validation could have chosen.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from common.atomic_dir import write_dir_atomically
 from modules.tier import MODULE_ORDER, Tier, one_module_changes, parse_tiers, tiers_label
+from policies.export import RESERVED_KEYS
+from policies.fixed_router import export_fixed_router
+from policies.network import NetworkConfig
+from policies.router import Router
 
 #: ``train.guard`` values besides an explicit ``;``-separated list of paths.
 GUARD_MODES: tuple[str, ...] = ("off", "uniform", "minimal")
 
-Path = tuple[Tier, ...]
+TierPath = tuple[Tier, ...]
 
 
-def guard_paths(spec: str, max_tier: Tier = Tier.HIGH) -> list[Path]:
+def guard_paths(spec: str, max_tier: Tier = Tier.HIGH) -> list[TierPath]:
     """The fixed paths the guard compares the router with.
 
     Args:
@@ -39,7 +46,7 @@ def guard_paths(spec: str, max_tier: Tier = Tier.HIGH) -> list[Path]:
     if spec == "off":
         raise ValueError("train.guard=off compares nothing")
     if spec in ("uniform", "minimal"):
-        paths: list[Path] = [(t,) * len(MODULE_ORDER) for t in Tier]
+        paths: list[TierPath] = [(t,) * len(MODULE_ORDER) for t in Tier]
         if spec == "minimal":
             paths += [p for _, _, p in one_module_changes(Tier.MID, (Tier.LOW, Tier.HIGH))]
     else:
@@ -71,7 +78,7 @@ def paired_interval(diffs: Sequence[float], n_boot: int = 2000, seed: int = 0) -
 
 def vouch(
     router_records: Mapping[float, Sequence[Any]],
-    path_records: Mapping[Path, Sequence[Any]],
+    path_records: Mapping[TierPath, Sequence[Any]],
     per_question: Callable[[Any, float], float],
     n_boot: int = 2000,
 ) -> dict[str, Any]:
@@ -137,3 +144,27 @@ def vouch(
         "per_lambda": per_lambda,
         "lines": lines,
     }
+
+
+def ship_fixed_path(router_dir: Path, learned_dir: Path, guard: Mapping[str, Any]) -> None:
+    """Put the guard's fixed path (one per λ for a λ-conditioned run) at ``router_dir`` in the router format.
+
+    The learned router is copied to ``learned_dir`` once: a resumed finished run finds the fixed path already
+    shipped and only writes it again.
+    """
+    learned = Router.load(router_dir)
+    shipped_before = "fixed_path" in learned.metadata or "fixed_paths" in learned.metadata
+    if not shipped_before:
+
+        def copy(tmp: Path) -> None:
+            shutil.copytree(router_dir, tmp, dirs_exist_ok=True)
+
+        write_dir_atomically(learned_dir, copy)
+    dropped = {*RESERVED_KEYS, "fixed_path", "fixed_paths"}
+    meta = {k: v for k, v in learned.metadata.items() if k not in dropped}
+    meta["guard"] = {k: v for k, v in guard.items() if k != "lines"}
+    config = NetworkConfig.from_dict(learned.metadata["network"])
+    paths = {float(lam): parse_tiers(label) for lam, label in guard["paths"].items()}
+    scalars = list((learned.metadata.get("observation_spec") or {}).get("scalar_names", []))
+    lambda_index = scalars.index("cost_lambda") if "cost_lambda" in scalars else None
+    export_fixed_router(paths, router_dir, config, meta, lambda_index)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import functools
 import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +19,7 @@ from stable_baselines3.common.callbacks import CallbackList
 from benchmarks.registry import get_benchmark
 from benchmarks.splits import split_digest
 from common.atomic import atomic_write_json, atomic_write_text
-from common.atomic_dir import free_space, write_dir_atomically
+from common.atomic_dir import free_space
 from common.config_error import ConfigError
 from common.provenance import run_metadata
 from common.redact import REDACTED, redact, redact_argv, redacted_placeholders
@@ -28,11 +27,7 @@ from envs.components import make_components
 from envs.question_bank import question_bank_from
 from envs.reward import RewardShaper
 from envs.rollout import evaluate_policy
-from modules.tier import Tier, parse_tiers
-from policies.export import RESERVED_KEYS
-from policies.fixed_router import export_fixed_router
-from policies.network import NetworkConfig
-from policies.router import Router
+from modules.tier import Tier
 from policies.sb3_policy import router_policy_kwargs
 from policies.training.callbacks import (
     CheckpointCallback,
@@ -53,6 +48,7 @@ from policies.training.checkpoint import (
 )
 from policies.training.config import lam_tag
 from policies.training.failure_budget import FailureBudget
+from policies.training.guard import ship_fixed_path
 from policies.training.interrupt import GracefulStop, StopOnSignal, TrainingInterrupted, resume_command
 from policies.training.progress_lines import ProgressLinesCallback
 from policies.training.rundir import RunDirError, check_run_dir, claim_run_dir
@@ -439,30 +435,6 @@ def train(
         components.close()
         if lock is not None:
             lock.release()
-
-
-def ship_fixed_path(router_dir: Path, learned_dir: Path, guard: Mapping[str, Any]) -> None:
-    """Put the guard's fixed path (one per λ for a λ-conditioned run) at ``router_dir`` in the router format.
-
-    The learned router is copied to ``learned_dir`` once: a resumed finished run finds the fixed path already
-    shipped and only writes it again.
-    """
-    learned = Router.load(router_dir)
-    shipped_before = "fixed_path" in learned.metadata or "fixed_paths" in learned.metadata
-    if not shipped_before:
-
-        def copy(tmp: Path) -> None:
-            shutil.copytree(router_dir, tmp, dirs_exist_ok=True)
-
-        write_dir_atomically(learned_dir, copy)
-    dropped = {*RESERVED_KEYS, "fixed_path", "fixed_paths"}
-    meta = {k: v for k, v in learned.metadata.items() if k not in dropped}
-    meta["guard"] = {k: v for k, v in guard.items() if k != "lines"}
-    config = NetworkConfig.from_dict(learned.metadata["network"])
-    paths = {float(lam): parse_tiers(label) for lam, label in guard["paths"].items()}
-    scalars = list((learned.metadata.get("observation_spec") or {}).get("scalar_names", []))
-    lambda_index = scalars.index("cost_lambda") if "cost_lambda" in scalars else None
-    export_fixed_router(paths, router_dir, config, meta, lambda_index)
 
 
 def final_lines(verdict: Mapping[str, Any] | None, validated: bool) -> list[str]:
