@@ -155,3 +155,17 @@ def test_checks_of_the_environment_run_before_anything_is_written(tmp_path, over
     # ... so the same command with a good value is not blocked by a stub directory
     if overrides[0].startswith(("seed", "question_bank")):
         assert run_cli(tmp_path).returncode == 0
+
+
+def test_probing_one_missing_runs_dir_from_many_processes_at_once_never_fails(tmp_path):
+    # Each probe removes the directories it created, so without a retry a second probe inside a directory
+    # the first just removed reported "cannot write there (No such file or directory)".
+    from concurrent.futures import ThreadPoolExecutor
+
+    from policies.training.rundir import check_writable_dir
+
+    for round_ in range(30):
+        target = tmp_path / f"r{round_}" / "runs"
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(check_writable_dir, [target] * 8, ["runs_dir"] * 8))
+    assert not list(tmp_path.rglob(".write-probe-*"))  # no probe left behind

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -41,20 +42,40 @@ def check_writable_dir(path: str | os.PathLike[str], key: str) -> None:
             OS error).
     """
     target = Path(path).expanduser()
+    # Two launches at once probe the same missing directory: one may remove what it created while the
+    # other probes inside it (ENOENT), so a vanished directory is probed again, not reported.
+    for attempt in range(3):
+        try:
+            _probe_writable(target)
+            return
+        except FileNotFoundError:
+            if attempt == 2:
+                raise RunDirError(_unwritable(key, path, "No such file or directory")) from None
+        except OSError as exc:
+            raise RunDirError(_unwritable(key, path, exc.strerror or str(exc))) from None
+
+
+def _unwritable(key: str, path: str | os.PathLike[str], reason: str) -> str:
+    return (
+        f"{key}={path}: cannot write there ({reason}); choose a directory this user can "
+        "create and write, e.g. runs_dir=$HOME/runs"
+    )
+
+
+def _probe_writable(target: Path) -> None:
+    """Create what is missing of ``target``, write a probe into it, and remove what was created."""
     created: list[Path] = []
     try:
         for part in reversed([target, *target.parents]):
             if not part.exists():
-                part.mkdir()
+                try:
+                    part.mkdir()
+                except FileExistsError:  # another process made it between the check and the mkdir
+                    continue
                 created.append(part)
-        probe = target / f".write-probe-{os.getpid()}"
+        probe = target / f".write-probe-{os.getpid()}-{threading.get_ident()}"
         probe.mkdir()
         probe.rmdir()
-    except OSError as exc:
-        raise RunDirError(
-            f"{key}={path}: cannot write there ({exc.strerror or exc}); choose a directory this user can "
-            "create and write, e.g. runs_dir=$HOME/runs"
-        ) from None
     finally:
         for part in reversed(created):
             with contextlib.suppress(OSError):
