@@ -108,6 +108,11 @@ def test_results_pages_are_short_and_speak_without_issue_numbers() -> None:
         text = page.read_text(encoding="utf-8")
         found = re.findall(r"issue #?\d+|the issue's", text, flags=re.IGNORECASE)
         assert not found, f"{page.relative_to(root)}: {found[:3]}: name the item, not where it was filed"
+        # Run labels are a lab's shorthand: prose names a router by what it is ("the LoCoMo λ-router"); a
+        # command or a path in backticks may still carry the directory's name.
+        prose = re.sub(r"```.*?```|`[^`\n]*`|\]\([^)]*\)", "", text, flags=re.DOTALL)
+        labels = re.findall(r"\b(?:[Rr]uns? \d\b|hp0?1?\b|lme0?1?\b|Q[12]\b)", prose)
+        assert not labels, f"{page.relative_to(root)}: {labels[:3]}: name the router or run by what it is"
 
 
 #: The headline tables' rows and the committed frontier directory each quotes.
