@@ -15,7 +15,9 @@ if [[ -f "$stamp" ]]; then
   exit 0
 fi
 [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
-pip_() { "$VENV/bin/python" -m pip install --disable-pip-version-check -q "$@"; }
+# --no-compile: byte-compiling every installed module took a third of a fresh set-up (89 s -> 55 s on 2
+# cores); Python compiles what it imports on first use instead.
+pip_() { "$VENV/bin/python" -m pip install --no-compile --disable-pip-version-check -q "$@"; }
 # CPU torch first: the machine's local 2.13.0 wheel. Any unpinned torch would pull a CUDA build.
 pip_ "torch==2.13.0"
 pip_ -e ".[dev]"

@@ -71,3 +71,16 @@ def test_the_budget_is_a_configurable_share_of_one_validation(capsys):
     assert TrainSettings().max_failure_rate == 0.2
     with pytest.raises(ConfigError, match="max_failure_rate"):
         TrainSettings(max_failure_rate=1.5)
+
+
+def test_the_final_line_says_what_the_failed_calls_were_and_what_they_did(capsys):
+    """A small model's unparseable outputs are named as such, not left as a bare "9/155 failed"."""
+    budget = FailureBudget(0.5, "fake")
+    assert budget.final_line() == "failed LLM calls: training 0/0 (0%), validation 0/0 (0%)"
+    truncated = "topic/HIGH: parse failure: truncated JSON with no complete 'items' item"
+    reasons = [truncated, truncated, "answer: backend error: 500"]
+    budget.check_validation({"failures": 3, "llm_calls": 10}, 20, reasons)
+    line = budget.final_line()
+    assert line.startswith("failed LLM calls: training 0/0 (0%), validation 3/10 (30%): ")
+    assert "2 outputs that did not parse" in line and "1 calls the backend did not answer" in line
+    assert f"e.g. {truncated!r}" in line and "fallback" in line

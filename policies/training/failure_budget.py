@@ -55,6 +55,7 @@ class FailureBudget(BaseCallback):
         self._window_failed = self._window_calls = 0
         self._window_start = 0
         self._train_reasons: Counter[str] = Counter()
+        self._all_reasons: Counter[str] = Counter()  # every failure of the run, for the final line
 
     def _on_step(self) -> bool:
         for info, done in zip(self.locals.get("infos", []), self.locals.get("dones", []), strict=False):
@@ -65,6 +66,7 @@ class FailureBudget(BaseCallback):
                 self._window_failed += int(record.failures)
                 self._window_calls += int(record.calls)
                 self._train_reasons.update(record.errors)
+                self._all_reasons.update(record.errors)
         return True
 
     def _on_rollout_end(self) -> None:
@@ -109,6 +111,8 @@ class FailureBudget(BaseCallback):
             FailureBudgetExceeded: ``failures / llm_calls > max_rate`` in this validation.
         """
         failed, calls = int(summary.get("failures", 0)), int(summary.get("llm_calls", 0))
+        reasons = list(reasons)
+        self._all_reasons.update(reasons)
         self.val_failed += failed
         self.val_calls += calls
         rate = _rate(failed, calls)
@@ -138,9 +142,44 @@ class FailureBudget(BaseCallback):
         }
 
     def final_line(self) -> str:
-        """The end-of-run line: failed/total calls of training and of validation."""
+        """The end-of-run line: failed/total calls of training and of validation, and what they were.
+
+        A failure is either a call the backend did not answer or an answer that did not parse (a small
+        model that runs to its token limit inside a JSON item); both leave the module with its
+        documented fallback and are scored as they are, so the line says which and what it means.
+        """
         t, v = (self.train_failed, self.train_calls), (self.val_failed, self.val_calls)
-        return (
+        line = (
             f"failed LLM calls: training {t[0]}/{t[1]} ({_rate(*t):.0%}), "
             f"validation {v[0]}/{v[1]} ({_rate(*v):.0%})"
         )
+        return line + explain_failures(self._all_reasons)
+
+
+#: What a failure reason's kind means for the run (keyed by the text ``modules.llm_tier`` reports).
+_FAILURE_KINDS = {
+    "parse failure": "outputs that did not parse (the model ran out of tokens or off the format)",
+    "prompt too long": "prompts too long for the model's context",
+    "backend error": "calls the backend did not answer",
+}
+
+
+def explain_failures(reasons: Counter[str]) -> str:
+    """What the failed calls were and what they did, or ``""`` where none failed.
+
+    Args:
+        reasons: Failure reasons (``"topic/HIGH: parse failure: ..."``) and how often each occurred.
+    """
+    if not reasons:
+        return ""
+    kinds: Counter[str] = Counter()
+    for reason, n in reasons.items():
+        kind = next((k for k in _FAILURE_KINDS if k in reason), None)
+        kinds[_FAILURE_KINDS[kind] if kind else "other failures"] += n
+    parts = ", ".join(f"{n} {what}" for what, n in kinds.most_common())
+    example = redact_text(reasons.most_common(1)[0][0])
+    return (
+        f": {parts}, e.g. {example!r}. Each failed module used its fallback (the retrieved chunks, no "
+        "relations, the template summary) and its episode was scored as it was; a larger model "
+        "(+experiment=cpu_quality) fails less; train.max_failure_rate stops a run that fails more"
+    )
