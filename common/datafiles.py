@@ -97,7 +97,7 @@ CATALOGUE: dict[str, DataFile] = {
             "the official dev questions need no manual step: --option file=hotpot_dev_distractor_v1.json",
         ),
         DataFile(
-            "hotpot_dev_distractor_v1.json", "hotpotqa", None,
+            "hotpot_dev_distractor_v1.json", "hotpotqa", 46_320_117,
             "4e9ecb5c8d3b719f624d66b60f8d56bf227f03914f5f0753d6fa1b359d7104ea",
             "CC BY-SA 4.0", "HotpotQA (Yang et al., EMNLP 2018), dev set, distractor setting",
             url="http://curtis.ml.cmu.edu/datasets/hotpot/hotpot_dev_distractor_v1.json",
