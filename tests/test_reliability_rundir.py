@@ -158,8 +158,8 @@ def test_checks_of_the_environment_run_before_anything_is_written(tmp_path, over
 
 
 def test_probing_one_missing_runs_dir_from_many_processes_at_once_never_fails(tmp_path):
-    # Each probe removes the directories it created, so without a retry a second probe inside a directory
-    # the first just removed reported "cannot write there (No such file or directory)".
+    # A probe that created the missing directories and removed them again raced with a second launch probing
+    # inside them: "cannot write there (No such file or directory)", even after retries (8 at once).
     from concurrent.futures import ThreadPoolExecutor
 
     from policies.training.rundir import check_writable_dir
@@ -168,4 +168,5 @@ def test_probing_one_missing_runs_dir_from_many_processes_at_once_never_fails(tm
         target = tmp_path / f"r{round_}" / "runs"
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(check_writable_dir, [target] * 8, ["runs_dir"] * 8))
+        assert not target.parent.exists()  # the probe creates nothing a run did not ask for
     assert not list(tmp_path.rglob(".write-probe-*"))  # no probe left behind

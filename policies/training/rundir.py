@@ -30,8 +30,11 @@ def check_writable_dir(path: str | os.PathLike[str], key: str) -> None:
     """Make sure ``path`` is, or can be made, a directory this process writes into.
 
     Hydra creates the run directory before ``train()`` runs any check, so a runs directory on a
-    read-only disk, under a file, or nowhere used to end in Hydra's traceback. This probes by creating
-    what is missing (and removing what it created).
+    read-only disk, under a file, or nowhere used to end in Hydra's traceback. This probes the nearest
+    directory of ``path`` that exists (``path`` itself, or the ancestor the missing part would be created
+    in) by making and removing a probe named for this process and thread. Nothing shared is created or
+    removed: an earlier probe that created the missing directories and removed them again raced with a
+    second launch probing inside them ("No such file or directory" for a path anyone could create).
 
     Args:
         path: The directory (``runs_dir``, or the parent of ``run_dir``).
@@ -41,18 +44,14 @@ def check_writable_dir(path: str | os.PathLike[str], key: str) -> None:
         RunDirError: It cannot be created or written (the message names the key, the path and the
             OS error).
     """
-    target = Path(path).expanduser()
-    # Two launches at once probe the same missing directory: one may remove what it created while the
-    # other probes inside it (ENOENT), so a vanished directory is probed again, not reported.
-    for attempt in range(3):
-        try:
-            _probe_writable(target)
-            return
-        except FileNotFoundError:
-            if attempt == 2:
-                raise RunDirError(_unwritable(key, path, "No such file or directory")) from None
-        except OSError as exc:
-            raise RunDirError(_unwritable(key, path, exc.strerror or str(exc))) from None
+    target = Path(path).expanduser().absolute()
+    existing = next(p for p in (target, *target.parents) if p.exists())  # "/" always exists
+    probe = existing / f".write-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        probe.mkdir()  # fails under a file (ENOTDIR), read-only (EROFS), not ours (EACCES), in /proc
+        probe.rmdir()
+    except OSError as exc:
+        raise RunDirError(_unwritable(key, path, exc.strerror or str(exc))) from None
 
 
 def _unwritable(key: str, path: str | os.PathLike[str], reason: str) -> str:
@@ -60,26 +59,6 @@ def _unwritable(key: str, path: str | os.PathLike[str], reason: str) -> str:
         f"{key}={path}: cannot write there ({reason}); choose a directory this user can "
         "create and write, e.g. runs_dir=$HOME/runs"
     )
-
-
-def _probe_writable(target: Path) -> None:
-    """Create what is missing of ``target``, write a probe into it, and remove what was created."""
-    created: list[Path] = []
-    try:
-        for part in reversed([target, *target.parents]):
-            if not part.exists():
-                try:
-                    part.mkdir()
-                except FileExistsError:  # another process made it between the check and the mkdir
-                    continue
-                created.append(part)
-        probe = target / f".write-probe-{os.getpid()}-{threading.get_ident()}"
-        probe.mkdir()
-        probe.rmdir()
-    finally:
-        for part in reversed(created):
-            with contextlib.suppress(OSError):
-                part.rmdir()
 
 
 def _holder(lock_path: Path) -> str:
