@@ -100,3 +100,39 @@ def test_unknown_model_and_missing_file() -> None:
         resolve_model_path("gpt-17")
     with pytest.raises(BackendError, match="neither a registered model"):
         get_backend("llamacpp", model="/nonexistent/model.gguf")
+
+
+class _Recording:
+    """Forwards to the real in-process server and records which calls reached it."""
+
+    def __init__(self, server):
+        self.server, self.calls = server, []
+
+    def handle_completions(self, body):
+        self.calls.append("completions")
+        return self.server.handle_completions(body)
+
+    def handle_chat_completions(self, body):
+        self.calls.append("chat")
+        return self.server.handle_chat_completions(body)
+
+
+def test_closing_a_server_that_never_answered_waits_for_its_loop_first() -> None:
+    # xllamacpp returns from its constructor before the loop thread runs; a stop sent in that window was
+    # lost and close() hung for good in the destructor's join (seen in CI right after construction).
+    # close() now has the loop answer one request before the stop; a backend that served one needs none.
+    import threading
+
+    from modules.backends.llamacpp import LlamaCppBackend
+
+    pytest.importorskip("xllamacpp")
+    fresh, used = (LlamaCppBackend("smollm2-135m", n_ctx=512, n_threads=1) for _ in range(2))
+    fresh._server, used._server = _Recording(fresh._server), _Recording(used._server)
+    used.generate([GenerationRequest(messages=({"role": "user", "content": "Hi"},), max_tokens=2)])
+    recorders = (fresh._server, used._server)
+    for backend in (fresh, used):
+        closer = threading.Thread(target=backend.close, daemon=True)
+        closer.start()
+        closer.join(timeout=120)
+        assert not closer.is_alive(), "close() hung"
+    assert [r.calls for r in recorders] == [["completions"], ["chat"]]

@@ -7,6 +7,7 @@ Both engines take the same request bodies (llama.cpp's server API) and return th
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -108,6 +109,7 @@ class LlamaCppBackend(LLMBackend):
         self.prefix_cache = PrefixCacheStats()
         self._registry = model in MODELS
         self._server: Any = None
+        self._loop_served = False  # has the in-process server's loop answered a request yet?
         self._native: LlamaServerProcess | None = None
         if engine == "native":
             self._native = LlamaServerProcess(
@@ -216,6 +218,7 @@ class LlamaCppBackend(LLMBackend):
         if not isinstance(reply, dict) or "error" in reply or not reply.get("choices"):
             err = reply.get("error", reply) if isinstance(reply, dict) else reply
             return self._error(f"llama.cpp error: {err}", start)
+        self._loop_served = True
         choice = reply["choices"][0]
         text = (choice["message"].get("content") or "") if kind == "chat" else (choice.get("text") or "")
         usage = reply.get("usage", {})
@@ -245,6 +248,13 @@ class LlamaCppBackend(LLMBackend):
 
     def close(self) -> None:
         """Drop the in-process server (freed once garbage-collected) or stop the native process."""
+        if self._server is not None and not self._loop_served:
+            # xllamacpp's Server returns from its constructor before its loop thread has entered the
+            # request loop; a stop sent in that window is lost and the destructor joins a loop that
+            # never ends (seen as a hung close right after construction on a loaded 2-core machine).
+            # A one-token request is answered only by a running loop, so after it the stop lands.
+            with contextlib.suppress(Exception):
+                self._server.handle_completions({"prompt": " ", "max_tokens": 1, "temperature": 0.0})
         self._server = None
         if self._native is not None:
             self._native.close()
