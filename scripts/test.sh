@@ -6,10 +6,10 @@ cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled PYTHONHASHSEED=0
 # Byte-compile the venv once, on both cores (a no-op when nothing changed). Set-up installs with --no-compile
-# (pip compiles on one core); where PYTHONDONTWRITEBYTECODE is set, as on CI machines, Python never writes
-# what it compiles (the machines this project is tested on set it), so each of the suite's many train.py
-# subprocesses recompiled torch, transformers & co.:
-# 10.7 s of imports against 4.6 s compiled, and the suite took 6 min 25 s against 3 min 54 s (2-core AMD EPYC).
+# (pip compiles on one core), and where PYTHONDONTWRITEBYTECODE is set (the machines this project is tested
+# on set it) Python never writes what it compiles, so each of the suite's many train.py subprocesses
+# recompiled torch, transformers & co.: 10.7 s of imports against 4.6 s compiled; the suite took 6 min 25 s
+# against 3 min 54 s (2-core AMD EPYC).
 # (-x: torch ships one file in Python 3.12 syntax.)
 PYTHONDONTWRITEBYTECODE= .venv/bin/python -m compileall -q -j 0 -x 'py312_' .venv/lib/python3*/site-packages >/dev/null \
   || echo "test.sh: byte-compiling .venv failed; the suite runs, only slower" >&2
