@@ -15,8 +15,9 @@ if [[ -f "$stamp" ]]; then
   exit 0
 fi
 [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
-# --no-compile: byte-compiling every installed module took a third of a fresh set-up (89 s -> 55 s on 2
-# cores); Python compiles what it imports on first use instead.
+# --no-compile: byte-compiling every installed module took a third of a fresh set-up (89 s -> 55 s on 2-core
+# Intel SPR); Python compiles what it imports on first use instead (where PYTHONDONTWRITEBYTECODE forbids writing
+# that, scripts/test.sh byte-compiles the venv on both cores before the suite).
 pip_() { "$VENV/bin/python" -m pip install --no-compile --disable-pip-version-check -q "$@"; }
 # CPU torch first: the machine's local 2.13.0 wheel. Any unpinned torch would pull a CUDA build.
 pip_ "torch==2.13.0"
