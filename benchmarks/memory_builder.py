@@ -12,7 +12,7 @@ from benchmarks.embedding_cache import EmbeddingCache
 from benchmarks.importance import chunk_importance
 from benchmarks.types import History, Question, Sample
 from memory.bench import reranker_for
-from memory.config import MemoryConfig
+from memory.config import ENCODE_BATCH_SIZE, MemoryConfig
 from memory.encoder import Encoder
 from memory.hierarchical import HierarchicalMemory
 from modules.types import Evidence
@@ -45,7 +45,7 @@ class MemoryBuildConfig:
     l2_fraction: float = 1.0
     min_l1: int = 16
     entity_patterns: str = "dialogue"
-    encode_batch_size: int = 64
+    encode_batch_size: int = ENCODE_BATCH_SIZE
     reranker: str | None = "bi_encoder"
     gate_threshold: float | None = None
     lexical_weight: float = 0.5

@@ -6,6 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+#: Texts per encoder batch when a memory ingests. Batches are length-sorted, so small ones pad little: on
+#: 2 cores MiniLM encodes LoCoMo's chunks (~100 tokens) 18% faster at 16 than at 64 (7.5 s vs 9.2 s for three
+#: histories, AMD EPYC Zen 5), and the vectors differ by <= 1.5e-7, float rounding.
+ENCODE_BATCH_SIZE = 16
+
 #: Retrieval/eviction ablation modes of the HTM-EAR paper.
 #:
 #: * ``full``: importance-aware eviction, gated L1 -> L2 routing, hybrid score, reranker stage.
@@ -86,7 +91,7 @@ class MemoryConfig:
     hnsw_m: int = 16
     hnsw_ef_construction: int = 200
     hnsw_ef: int = 50
-    encode_batch_size: int = 64
+    encode_batch_size: int = ENCODE_BATCH_SIZE
     seed: int = 42
 
     def __post_init__(self) -> None:
