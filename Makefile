@@ -27,7 +27,7 @@ setup-vllm: setup
 
 test-vllm: setup-vllm
 	BUDGET_ROUTER_REQUIRE_VLLM=1 VLLM_LOGGING_LEVEL=WARNING HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-		WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -m vllm -rs tests/test_vllm_engine.py tests/test_backends_vllm.py
+		WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -m vllm -rs tests/test_vllm_engine.py tests/test_vllm_int8.py tests/test_backends_vllm.py
 
 # llama.cpp's server compiled for this CPU (the GGML options its /proc/cpuinfo flags support, AMX off), cached
 # per CPU feature set under ~/.cache/budget_router/llama.cpp/ (scripts/build_llamacpp.sh --print shows the choice).
@@ -39,7 +39,7 @@ build-llamacpp:
 test-engines: setup-vllm build-llamacpp
 	BUDGET_ROUTER_REQUIRE_VLLM=1 BUDGET_ROUTER_REQUIRE_NATIVE=1 VLLM_LOGGING_LEVEL=WARNING HF_HUB_OFFLINE=1 \
 		TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled PYTHONHASHSEED=0 .venv-vllm/bin/python -m pytest -rs \
-		tests/test_vllm_engine.py tests/test_backends_vllm.py tests/test_llama_server.py
+		tests/test_vllm_engine.py tests/test_vllm_int8.py tests/test_backends_vllm.py tests/test_llama_server.py
 
 # The documentation site from docs/ (mkdocs.yml): `make docs` serves it on http://127.0.0.1:8000,
 # `make docs-build` builds it into site/ with --strict (any warning fails), as CI does.

@@ -153,6 +153,9 @@ class VLLMBackend(LLMBackend):
         dtype: Weights and activations dtype; None = ``float32`` on a CPU, ``bfloat16`` on a GPU.
         enforce_eager: None = eager on a CPU (no compile at start), CUDA graphs on a GPU.
         cpu_kv_cache_gb: KV-cache memory on a CPU, in GiB (vLLM's ``VLLM_CPU_KVCACHE_SPACE``).
+        int8_weights: Run the linear layers in int8 (W8A8: weights per output channel, activations per
+            token at run time; :mod:`scale.vllm_int8` rewrites the bf16 weights once). Needs
+            ``dtype="bfloat16"`` and a registry model, a GGUF or a local model directory.
         engine: A ready engine (for tests or sharing); otherwise one is built.
         **engine_kwargs: Passed to ``vllm.LLM`` (``gpu_memory_utilization``,
             ``tensor_parallel_size``, ``enable_prefix_caching``, ...).
@@ -169,6 +172,7 @@ class VLLMBackend(LLMBackend):
         dtype: str | None = None,
         enforce_eager: bool | None = None,
         cpu_kv_cache_gb: float = 2.0,
+        int8_weights: bool = False,
         engine: Any = None,
         **engine_kwargs: Any,
     ) -> None:
@@ -183,12 +187,22 @@ class VLLMBackend(LLMBackend):
         self.default_stop = tuple(default_stop)
         self.device = "cuda" if engine is None and _cuda_available() else "cpu"
         self.dtype = dtype or ("bfloat16" if self.device == "cuda" else "float32")
+        if int8_weights and self.dtype != "bfloat16":
+            raise BackendError(
+                "vllm backend: int8_weights=true needs dtype=bfloat16 (its activations), "
+                f"got dtype={self.dtype!r}"
+            )
+        self.int8_weights = bool(int8_weights)
         self._model = model
         self._weights: str | None = None
         if engine is None:
             path = str(resolve_model_path(model)) if spec else model
             if path.endswith(".gguf"):
                 path = str(hf_dir_from_gguf(path, self.dtype))
+            if self.int8_weights:
+                from scale.vllm_int8 import w8a8_dir
+
+                path = str(w8a8_dir(path))
             kwargs = self._engine_kwargs(enforce_eager, cpu_kv_cache_gb, engine_kwargs)
             with _namespaces_vllm_can_scan():
                 engine = llm_cls(model=path, **kwargs)
@@ -234,13 +248,18 @@ class VLLMBackend(LLMBackend):
             path = str(resolve_model_path(self._model)) if self._model in MODELS else self._model
             # A GGUF is named by content; an HF directory or hub name by itself.
             self._weights = file_sha256(path) if path.endswith(".gguf") else path
-        return {
+        out = {
             "engine": "vllm",
             "version": self._version,
             "device": self.device,
             "dtype": self.dtype,
             "weights": self._weights,
         }
+        if self.int8_weights:  # only then: the keys of every earlier call stay as they were
+            from scale.vllm_int8 import SCHEME
+
+            out["quantization"] = SCHEME
+        return out
 
     def close(self) -> None:
         """Shut the engine core down (no "engine core exited unexpectedly" at exit) and drop it."""

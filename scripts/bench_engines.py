@@ -59,6 +59,7 @@ ENGINE_ARITHMETIC = {
     "native": "int8",
     "vllm-fp32": "float32",
     "vllm-bf16": "bfloat16",
+    "vllm-int8": "int8",
     "transformers-fp32": "float32",
     "transformers-bf16": "bfloat16",
 }
@@ -71,6 +72,7 @@ def engine_specs(model: str, threads: int) -> dict[str, dict[str, Any]]:
         "native": {"name": "llamacpp", "engine": "native", "model": model, "n_threads": threads},
         "vllm-fp32": {"name": "vllm", "model": model, "dtype": "float32"},
         "vllm-bf16": {"name": "vllm", "model": model, "dtype": "bfloat16"},
+        "vllm-int8": {"name": "vllm", "model": model, "dtype": "bfloat16", "int8_weights": True},
         "transformers-fp32": {
             "name": "transformers",
             "model": model,
