@@ -53,3 +53,23 @@ def test_read_table_names_the_file_for_a_missing_key_column_or_a_duplicate_row(t
         read_table(p, ["system"])
     with pytest.raises(FileNotFoundError, match=r"nowhere\.csv does not exist"):
         read_table(tmp_path / "nowhere.csv", ["system"])
+
+
+def test_last_digit_rounding_reproduces_and_is_reported_apart():
+    # The LoCoMo table committed on an Intel machine, replayed on an AMD EPYC: the bootstrap's matrix products
+    # round differently, every point estimate is exact.
+    exp = _rows(r={"f1": "0.41", "f1_hi": "0.4903248981867787", "cost_lo": "-0.0008196702587426434"})
+    act = _rows(r={"f1": "0.41", "f1_hi": "0.49032489818677955", "cost_lo": "-0.000819670258742592"})
+    d = compare_tables(exp, act, "frontier.csv")
+    assert d.ok and not d.mismatches and [c[1] for c in d.rounding] == ["f1_hi", "cost_lo"]
+    lines = format_diffs([d], "committed/")
+    assert lines[0].startswith("frontier.csv: reproduced committed/ (1 rows, 4 cells compared, 0 differ")
+    assert lines[1].startswith("  2 cells equal only within float rounding (relative 1e-09")
+
+
+def test_a_difference_one_answer_could_make_is_not_rounding():
+    # one answer of 1,000 changing by 0.5 F1 moves the mean by 5e-4: far outside the tolerance
+    d = compare_tables(_rows(r={"f1": "0.4100"}), _rows(r={"f1": "0.4105"}), "t")
+    assert not d.ok and not d.rounding
+    d = compare_tables(_rows(r={"x": "1e-13"}), _rows(r={"x": "1e-11"}), "t")  # tiny, but 100x apart
+    assert not d.ok
