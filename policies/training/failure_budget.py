@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -17,6 +18,25 @@ class FailureBudgetExceeded(RuntimeError):
 
 def _rate(failed: int, calls: int) -> float:
     return failed / calls if calls else 0.0
+
+
+#: One-sided 95% normal quantile of :func:`failure_rate_lower_bound`.
+_Z95 = 1.6448536269514722
+
+
+def failure_rate_lower_bound(failed: int, calls: int) -> float:
+    """The one-sided 95% Wilson lower bound of a failure rate seen as ``failed`` of ``calls``.
+
+    A run stops only when this bound passes ``train.max_failure_rate``: a small model whose calls fail 7%
+    of the time shows 5 of 22 failed (23%) in some window by chance (bound 11%: it goes on), while an outage
+    shows 20 of 22 (bound 76%) or 5 of 5 validation calls (bound 65%) and stops.
+    """
+    if calls <= 0 or failed <= 0:  # nothing failed: exactly 0 (the formula leaves float dust)
+        return 0.0
+    p, n, z2 = failed / calls, calls, _Z95 * _Z95
+    centre = p + z2 / (2 * n)
+    spread = _Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, (centre - spread) / (1 + z2 / n))
 
 
 #: Training calls a window must hold before its failure rate can stop a run: a rollout of two
@@ -37,6 +57,8 @@ class FailureBudget(BaseCallback):
     A validation whose calls fail above the budget stops the run, and so do the training calls: every
     rollout end looks at the calls since the last look (once they number :data:`MIN_WINDOW_CALLS`), so
     a backend that dies mid-run stops it even when every validation replays its calls from the cache.
+    "Above the budget" means with 95% confidence (:func:`failure_rate_lower_bound`): a window of a few
+    dozen calls of a healthy small model passes 20% by chance.
     The messages name the first failure reasons the calls reported (``HTTP 500: boom``, a field of the
     reply that does not parse), not a guess.
 
@@ -80,8 +102,8 @@ class FailureBudget(BaseCallback):
             final: The run is about to export its router: check whatever the window holds.
 
         Raises:
-            FailureBudgetExceeded: ``failed / calls > max_rate`` over at least
-                :data:`MIN_WINDOW_CALLS` training calls (any number when ``final``).
+            FailureBudgetExceeded: The failure rate of at least :data:`MIN_WINDOW_CALLS` training calls
+                (any number when ``final``) is above ``max_rate`` with 95% confidence.
         """
         failed, calls = self._window_failed, self._window_calls
         if calls < (1 if final else MIN_WINDOW_CALLS):
@@ -89,10 +111,12 @@ class FailureBudget(BaseCallback):
         start, rate = self._window_start, _rate(failed, calls)
         self._window_failed = self._window_calls = 0
         self._window_start = step
-        if rate > self.max_rate:
+        low = failure_rate_lower_bound(failed, calls)
+        if low > self.max_rate:
             raise FailureBudgetExceeded(
                 f"training steps {start}-{step}: {failed} of {calls} LLM calls failed ({rate:.0%} > "
-                f"train.max_failure_rate={self.max_rate:g}){_reasons(self._train_reasons)}; "
+                f"train.max_failure_rate={self.max_rate:g}; at least {low:.0%} with 95% confidence)"
+                f"{_reasons(self._train_reasons)}; "
                 f"LLM backend {self.backend}. Stopped before exporting a router. Fix the backend (or "
                 "raise train.max_failure_rate to tolerate more failures)"
             )
@@ -108,7 +132,7 @@ class FailureBudget(BaseCallback):
             reasons: The failure reasons its episodes reported.
 
         Raises:
-            FailureBudgetExceeded: ``failures / llm_calls > max_rate`` in this validation.
+            FailureBudgetExceeded: This validation's failure rate is above ``max_rate`` with 95% confidence.
         """
         failed, calls = int(summary.get("failures", 0)), int(summary.get("llm_calls", 0))
         reasons = list(reasons)
@@ -121,13 +145,15 @@ class FailureBudget(BaseCallback):
             f"training so far: {self.train_failed}/{self.train_calls} failed",
             flush=True,
         )
-        if rate > self.max_rate:
+        low = failure_rate_lower_bound(failed, calls)
+        if low > self.max_rate:
             why = _reasons(Counter(reasons)) or (
                 "; no reason was reported (dead endpoint, wrong base_url, model or key?)"
             )
             raise FailureBudgetExceeded(
                 f"validation at step {step}: {failed} of {calls} LLM calls failed ({rate:.0%} > "
-                f"train.max_failure_rate={self.max_rate:g}){why}; LLM backend {self.backend}. Stopped "
+                f"train.max_failure_rate={self.max_rate:g}; at least {low:.0%} with 95% confidence){why}; "
+                f"LLM backend {self.backend}. Stopped "
                 "before exporting a router. Fix the backend, or raise train.max_failure_rate to "
                 "tolerate more failures"
             )
