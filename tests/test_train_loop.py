@@ -48,7 +48,7 @@ def test_default_config_composes_with_the_documented_defaults():
     assert cfg["wandb"]["mode"] == "disabled"
     assert cfg["run_name"] == "locomo__implementation__lam0__s0"
     assert cfg["run_dir"] == "runs/locomo__implementation__lam0__s0"
-    assert parse_config(cfg).train.total_timesteps == 300
+    assert parse_config(cfg).train.total_timesteps == 200
     swept = load_config(["cost.lambda=0.3", "seed=2", "strategy=capacity"])
     assert swept["run_name"] == "locomo__capacity__lam0.3__s2"
     assert swept["llms"]["high"]["model"] == "qwen2.5-1.5b"

@@ -28,7 +28,7 @@ class TrainSettings:
     """The ``train`` section: budget, data subsets, validation, checkpoints (sizing in configs/train)."""
 
     #: PPO timesteps; an episode is 5 (one per module).
-    total_timesteps: int = 300
+    total_timesteps: int = 200
     #: Parallel environments (each a copy of the pipeline, or one batched pipeline).
     n_envs: int = 2
     #: dummy | subproc (components per worker) | batched (LLM calls of the n_envs sent as one batch).
@@ -42,11 +42,11 @@ class TrainSettings:
     #: The split validation questions come from.
     val_split: str = "val"
     #: Validate every N timesteps (and always once at the end).
-    eval_freq: int = 150
+    eval_freq: int = 100
     #: Validation episodes in flight, their LLM calls sent to the engine as one batch (same records as 1).
     eval_concurrency: int = 1
     #: Save a resumable checkpoint every N timesteps (and at the end).
-    checkpoint_freq: int = 150
+    checkpoint_freq: int = 100
     #: objective (validation r_task + λ·α·r_cost) | f1 | em | judge: picks the best router.
     select_metric: str = "objective"
     #: SB3's progress bar in a terminal; plain progress lines when stdout is a file or pipe.
