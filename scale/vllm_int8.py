@@ -17,15 +17,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from modules.backends.base import BackendError
+from modules.backends.weights import build_model_dir_once
 
 #: The one int8 scheme built here (the name recorded in a call's numerics and in the directory's name).
 SCHEME = "w8a8-int8"
@@ -42,19 +40,7 @@ def w8a8_dir(hf_dir: str | os.PathLike[str]) -> Path:
     if not (src / "config.json").is_file():
         raise BackendError(f"int8 weights: {src} is not a Hugging Face model directory (no config.json)")
     out = src.with_name(f"{src.name}-w8a8")
-    if (out / "config.json").is_file():
-        return out
-    with FileLock(str(out) + ".lock"):
-        if not (out / "config.json").is_file():
-            # A child process, as for the GGUF rebuild: the caller is about to load an engine and should not
-            # keep the float copy of the model that quantising needs.
-            proc = subprocess.run(
-                [sys.executable, "-m", "scale.vllm_int8", str(src), str(out)],
-                capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[1]),
-            )  # fmt: skip
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise BackendError(f"rewriting {src} with int8 weights failed: {last}")
+    build_model_dir_once(out, ["scale.vllm_int8", str(src), str(out)], f"rewriting {src} with int8 weights")
     return out
 
 

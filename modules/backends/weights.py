@@ -78,23 +78,35 @@ def hf_dir_from_gguf(gguf: str | os.PathLike[str], dtype: str = "float32") -> Pa
     src = Path(gguf)
     sha = file_sha256(src)
     out = cache_dir() / "hf" / f"{sha[:16]}-{dtype}"
+    child = ["modules.backends.weights", str(src), str(out), dtype, sha]
+    build_model_dir_once(out, child, f"rebuilding {src} as a Hugging Face model")
+    return out
+
+
+def build_model_dir_once(out: Path, child: list[str], what: str) -> None:
+    """Build the model directory ``out`` once: ``python -m <child...>`` writes it, under a lock.
+
+    In a child process: converting weights holds the whole model in float (6 GB for 1.5B parameters),
+    which the caller, about to load an engine, should not keep paying for. A new interpreter, not
+    multiprocessing: its spawn re-imports the caller's __main__, and a script without a __main__ guard then
+    waited forever on the lock this process holds. The child writes a temporary sibling and renames it.
+
+    Raises:
+        BackendError: The child failed (its last line of stderr is quoted after ``what``).
+    """
     if (out / "config.json").is_file():
-        return out
+        return
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out) + ".lock"):
-        if not (out / "config.json").is_file():
-            # In a child process: dequantising holds the whole model in float32 (6 GB for 1.5B
-            # parameters), which the caller, about to load an engine, should not keep paying for. A new
-            # interpreter, not multiprocessing: its spawn re-imports the caller's __main__, and a script
-            # without a __main__ guard then waited forever on the lock this process holds.
-            proc = subprocess.run(
-                [sys.executable, "-m", "modules.backends.weights", str(src), str(out), dtype, sha],
-                capture_output=True, text=True, cwd=str(Path(__file__).resolve().parents[2]),
-            )  # fmt: skip
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                raise BackendError(f"rebuilding {src} as a Hugging Face model failed: {last}")
-    return out
+        if (out / "config.json").is_file():
+            return
+        proc = subprocess.run(
+            [sys.executable, "-m", *child], capture_output=True, text=True,
+            cwd=str(Path(__file__).resolve().parents[2]),
+        )  # fmt: skip
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise BackendError(f"{what} failed: {last}")
 
 
 def _convert(src: Path, out: Path, dtype: str, sha: str) -> None:
