@@ -9,6 +9,7 @@ Commands (each lives next to the concept it evaluates; this file only dispatches
 * ``headroom``   Answer quality per context (gold evidence, raw top-k, fixed tier paths).
 * ``routability`` Whether a router that sees the question could beat the best fixed path (records only).
 * ``select``     The router to ship over several training runs, on validation alone (their guards).
+* ``learners``   Routers learned from outcome tables (kNN, plug-in), guarded on validation, judged on test.
 * ``export``     Episode records, question banks or frontier results as a ``datasets`` Dataset.
 """
 
@@ -32,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "select": (
         "evaluation.cli_select",
         "the router to ship over several runs, on validation alone (their guards; no LLM call)",
+    ),
+    "learners": (
+        "evaluation.cli_learners",
+        "kNN and plug-in routers from outcome tables, guarded on validation, judged on test (no LLM call)",
     ),
     "export": ("evaluation.cli_export", "records, question banks or frontier results as a datasets Dataset"),
 }

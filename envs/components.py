@@ -19,7 +19,8 @@ from envs.config_schema import EnvConfig, check_choice, parse
 from envs.observation import ObservationBuilder, ObservationSpec
 from envs.protocols import Answerer, AnswerJudge, RoutablePipeline, Scorer
 from memory.encoder import Encoder, get_encoder
-from modules.backends import BACKENDS, get_backend
+from modules.backends import BACKENDS, LLMBackend, get_backend
+from modules.backends.replay import ReplayBackend
 from modules.cache import CachedLLM, CallCache
 from modules.cache_pack import ImportReport, PackError, import_pack
 from modules.cache_stores import store_scheme
@@ -84,8 +85,10 @@ class EnvComponents:
 class _BackendPool:
     """Build each distinct backend config once and wrap it in a CachedLLM."""
 
-    def __init__(self, cache: Any | None) -> None:
+    def __init__(self, cache: Any | None, replay_numerics: Mapping[str, Any] | None = None) -> None:
         self.cache = cache
+        #: Not None: replay (every backend is a stand-in that never computes, keyed with these numerics).
+        self.replay_numerics = replay_numerics
         self._built: dict[str, Any] = {}
 
     def get(self, spec: Mapping[str, Any], where: str) -> Any:
@@ -97,7 +100,11 @@ class _BackendPool:
         key = json.dumps({"name": name, **spec}, sort_keys=True, default=str)
         if key not in self._built:
             try:
-                backend = get_backend(name, **spec)
+                backend: LLMBackend
+                if self.replay_numerics is not None:
+                    backend = ReplayBackend.stand_in(name, spec, self.replay_numerics)
+                else:
+                    backend = get_backend(name, **spec)
             except TypeError as exc:
                 raise ConfigError(f"config {where}: bad options for backend {name!r}: {exc}") from exc
             self._built[key] = CachedLLM(backend, self.cache)
@@ -159,7 +166,9 @@ def make_components(cfg: Mapping[str, Any]) -> EnvComponents:
             cache = CallCache(p if p.is_absolute() or text == ":memory:" else PROJECT_ROOT / p)
     pack_report = _import_pack(env.cache.pack, cache)
 
-    pool = _BackendPool(cache)
+    if env.cache.replay and cache is None:
+        raise ConfigError("config cache.replay=true needs a call cache (cache.path is null)")
+    pool = _BackendPool(cache, dict(env.cache.replay_numerics) if env.cache.replay else None)
     llms: dict[str, Any] = {}
     for role in STRATEGY_LLM_ROLES.get(strategy, ("default",)):
         llms[role] = pool.get(merge_backend(env.backend, env.llms.get(role)), f"llms.{role}")

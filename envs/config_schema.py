@@ -194,6 +194,14 @@ class CacheConfig:
     #: A call pack (``python -m modules.cache_pack export``) imported before the run, or a list of
     #: them (a full pack and its delta packs, imported in order); none = nothing.
     pack: Any = "none"
+    #: Answer every LLM call from the cache and never compute: the engines are replaced by stand-ins
+    #: (``modules.backends.replay``), so a table computed on an engine this machine lacks replays here; a
+    #: missing call stops the run and is named.
+    replay: bool = False
+    #: With ``replay``: the numerics each model's calls were computed with (model id -> the engine's
+    #: ``numerics()``; a model left out: the reference engine's). ``evaluate.py frontier --replay`` fills
+    #: it from the table it checks.
+    replay_numerics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

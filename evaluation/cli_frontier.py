@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import copy
 import hashlib
+import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,7 @@ from evaluation.report import (
 from evaluation.reproduce import compare_run, format_diffs, load_expected
 from evaluation.router_metrics_report import format_router_metrics, write_router_metrics_csv
 from evaluation.tier_search import SEARCH_METHODS, TierTuple, search_fixed_tiers
+from modules.backends.replay import ReplayMiss
 from modules.cache_pack import cache_summary_line
 from modules.tier import parse_tiers, tiers_label
 
@@ -152,6 +155,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a committed frontier output dir (or its frontier.csv): after the run, compare frontier.csv "
         "and router_metrics.csv cell by cell (wall time excluded) and exit 1 on any difference",
     )
+    a(
+        "--replay",
+        action="store_true",
+        help="with --expect: answer every LLM call from the call cache with the numerics the expected table "
+        "recorded, so a table computed on an engine this machine lacks (vLLM, a native build) replays "
+        "without it; a call the cache lacks stops the run and is named (cache.replay=true)",
+    )
     a("--no-progress", action="store_true", help="hide progress bars")
 
 
@@ -173,6 +183,11 @@ def run(args: argparse.Namespace) -> int:
         cfg["judge"] = {**(cfg.get("judge") or {}), "enabled": True}
         if args.judge_protocol:
             cfg["judge"]["protocol"] = args.judge_protocol
+    if args.replay:
+        if not args.expect:
+            raise SystemExit("error: --replay replays the table named by --expect; give --expect DIR")
+        numerics = recorded_numerics(args.expect)
+        cfg["cache"] = {**(cfg.get("cache") or {}), "replay": True, "replay_numerics": numerics}
     _warn_config_mismatch(router_cfgs, ckpts)
     components = make_components(cfg)
     try:
@@ -180,8 +195,43 @@ def run(args: argparse.Namespace) -> int:
         return run_with(
             args, cfg, components, items, routers, ckpts, lambda: _val_items(args, cfg, components)
         )
+    except ReplayMiss as exc:  # bad input (a pack not imported), not a bug: the message names the call
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     finally:
         components.close()
+
+
+def engines_of(components: Any) -> dict[str, dict[str, Any]]:
+    """Per LLM role, the model id and the numerics its calls are keyed with (what ``--replay`` needs)."""
+    return {
+        role: {"model_id": llm.model_id, "numerics": llm.numerics}
+        for role, llm in (getattr(components, "llms", None) or {}).items()
+    }
+
+
+def recorded_numerics(expected: str | Path) -> dict[str, Any]:
+    """Model id -> numerics, from the ``engines`` of a frontier output dir's ``metadata.json``.
+
+    A table written before engines were recorded was computed on the reference engine: no entries.
+
+    Raises:
+        SystemExit: The metadata is missing, or two roles of one model recorded different numerics.
+    """
+    exp = Path(expected)
+    path = (exp.parent if exp.is_file() else exp) / "metadata.json"
+    if not path.is_file():
+        raise SystemExit(f"error: --replay: {path} not found (it names the engines a table was made on)")
+    out: dict[str, Any] = {}
+    for role, engine in (json.loads(path.read_text()).get("engines") or {}).items():
+        model_id, numerics = str(engine["model_id"]), engine.get("numerics")
+        if model_id in out and out[model_id] != numerics:
+            raise SystemExit(
+                f"error: --replay: {path} records two numerics for model {model_id} (role {role}: "
+                f"{numerics}, another role: {out[model_id]}); replay it with cache.replay_numerics by hand"
+            )
+        out[model_id] = numerics
+    return out
 
 
 def test_items(args: argparse.Namespace, cfg: dict[str, Any], components: Any) -> list[Any]:
@@ -325,6 +375,7 @@ def run_with(
         "record_fingerprint": fp,
         "record_commits": record_commits,
         "checkpoints": ckpts,
+        "engines": engines_of(components),
         "judge_prompt_hash": judge_hash,
         "judge_protocol": judge_protocol,
         "cache_pack": "; ".join(r.line({p.pack.name for p in packs}) for r in packs)

@@ -212,6 +212,8 @@ class CachedLLM:
                 except InvalidResult as exc:
                     self._report_invalid_row(key, exc)
             todo[key] = by_key[key]
+        if todo and not self.backend.computes:
+            self._replay_miss(todo, tags_by_key)
         if todo:
             fresh = self.backend.generate(list(todo.values()))
             if len(fresh) != len(todo):
@@ -244,6 +246,21 @@ class CachedLLM:
             out.append(replace(res, cached=True) if key in seen and not res.cached and res.ok else res)
             seen.add(key)
         return out
+
+    def _replay_miss(
+        self, todo: Mapping[str, GenerationRequest], tags_by_key: Mapping[str, Mapping[str, str]]
+    ) -> None:
+        """Stop a replay at the first call the cache lacks, naming it (key, tags, model, numerics)."""
+        from modules.backends.replay import ReplayMiss
+
+        key = next(iter(todo))
+        tags = ", ".join(f"{k}={v}" for k, v in sorted(tags_by_key[key].items()))
+        where = self.cache.path if self.cache is not None else "?"
+        raise ReplayMiss(
+            f"replay: {len(todo)} call(s) are not in the call cache {where}, e.g. key {key[:16]}… "
+            f"({tags}; model {self.model_id}, numerics {self.numerics}). Import the packs that hold them "
+            "(python -m modules.cache_pack import PACK...), or run without cache.replay to compute them"
+        )
 
     def _report_invalid_row(self, key: str, exc: InvalidResult) -> None:
         if key in self.invalid_rows:

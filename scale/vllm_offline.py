@@ -272,7 +272,16 @@ class VLLMBackend(LLMBackend):
         gc.collect()
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` without special tokens."""
+        """Tokens of ``text`` without special tokens.
+
+        A registered model is counted with its GGUF's tokenizer, as llama.cpp and a replay count it: module
+        prompts are budgeted in tokens before they are keyed, and transformers' Qwen2 tokenizer normalises
+        to NFC where the GGUF's does not, so counting with it would key a few prompts differently.
+        """
+        if self._model in MODELS:
+            from modules.backends.gguf_tokenizer import load_gguf_tokenizer
+
+            return load_gguf_tokenizer(str(resolve_model_path(self._model))).count(text)
         return len(self.tokenizer.encode(text, add_special_tokens=False))
 
     def prompt_ids(self, request: GenerationRequest) -> list[int]:

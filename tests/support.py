@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -41,6 +42,8 @@ def load_script(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered first, as an import does: a dataclass of the script resolves its annotations through it.
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

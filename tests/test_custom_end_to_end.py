@@ -31,7 +31,7 @@ def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return out
 
 
-def test_readme_custom_example_trains_evaluates_and_exports(tmp_path: Path) -> None:
+def _train(tmp_path: Path, runs: str, *extra: str) -> None:
     _run(
         [
             str(ROOT / "train.py"),
@@ -42,15 +42,30 @@ def test_readme_custom_example_trains_evaluates_and_exports(tmp_path: Path) -> N
             "memory=no_ce",
             "train=tiny",
             "ppo=tiny",
-            f"runs_dir={tmp_path / 'runs'}",
+            f"runs_dir={tmp_path / runs}",
             f"cache.path={tmp_path / 'calls.sqlite'}",
             f"question_bank.cache_dir={tmp_path / 'banks'}",
+            *extra,
         ],
         tmp_path,
     )
+
+
+def test_readme_custom_example_trains_evaluates_and_exports(tmp_path: Path) -> None:
+    _train(tmp_path, "runs")
     run = tmp_path / "runs" / "custom__implementation__lam0__s0"
     assert (run / "router" / "router.pt").is_file()
     assert (run / "config.yaml").read_text().count("custom_example.jsonl") >= 1
+
+    # The run again from the call cache alone (cache.replay): nothing is computed, the result is the same.
+    _train(tmp_path, "replayed", "cache.replay=true")
+    replayed = tmp_path / "replayed" / "custom__implementation__lam0__s0"
+    first, again = (json.loads((r / "result.json").read_text()) for r in (run, replayed))
+    assert again["best_score"] == first["best_score"] and again["validation"]["cache_hit_rate"] == 1.0
+    cache_keys = {"cache_hits", "cache_hit_rate"}
+    assert {k: v for k, v in again["validation"].items() if k not in cache_keys} == {
+        k: v for k, v in first["validation"].items() if k not in cache_keys
+    }
 
     out = _run(
         [

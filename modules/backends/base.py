@@ -138,6 +138,9 @@ class LLMBackend(abc.ABC):
     #: Questions in flight this engine turns into throughput (what ``--concurrency auto`` picks): 1 for an
     #: engine that runs one request at a time; engines that batch say how many (see their classes).
     in_flight: int = 1
+    #: False for a stand-in that only replays (:class:`modules.backends.replay.ReplayBackend`): the call
+    #: cache raises on a miss instead of asking it.
+    computes: bool = True
 
     @abc.abstractmethod
     def generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

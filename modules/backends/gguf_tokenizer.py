@@ -30,6 +30,10 @@ class GGUFTokenizer:
 
         self.directory = directory
         self._tok = tokenizers.Tokenizer.from_file(str(directory / "tokenizer.json"))
+        if isinstance(self._tok.normalizer, tokenizers.normalizers.NFC):
+            # Newer transformers add an NFC normaliser to Qwen2 when they convert the GGUF (older ones and
+            # llama.cpp do not): counts must not depend on which transformers converted it on this machine.
+            self._tok.normalizer = None
         config = json.loads((directory / "tokenizer_config.json").read_text())
         self.bos_token = _token_text(config.get("bos_token"))
         self.eos_token = _token_text(config.get("eos_token"))

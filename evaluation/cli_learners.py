@@ -1,0 +1,156 @@
+r"""``python evaluate.py learners``: routers fitted to outcome tables, guarded on validation, judged on test.
+
+    python evaluate.py learners --benchmark locomo \\
+        --val-records results/outcomes/locomo-val/records/<fingerprint>/val \\
+        --test-records results/outcomes/locomo-test/records/<fingerprint>/test \\
+        --k 5,10,20 --ridge 1,10 --prices 0,0.05 --out results/learners/locomo
+
+No LLM call: the fixed-path records of both splits (``scripts/powered_study.py``) are the outcome tables, the
+questions are embedded with the router's encoder (see :mod:`evaluation.outcome_learners`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.registry import benchmark_names, get_benchmark
+from common.atomic import atomic_write_json, atomic_write_text
+from common.provenance import run_metadata
+from evaluation.bootstrap import DEFAULT_N_BOOT
+from evaluation.cli_options import add_option_argument, comma_list, parse_options
+from evaluation.cli_routability import question_index
+from evaluation.outcome_learners import (
+    KNN,
+    BestFixed,
+    Learner,
+    LearnerRow,
+    OutcomeTable,
+    PlugIn,
+    Shipped,
+    common_paths,
+    learn_and_judge,
+)
+from memory.encoder import get_encoder
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the command's options."""
+    a = parser.add_argument
+    a(
+        "--benchmark",
+        required=True,
+        choices=benchmark_names(),
+        help="benchmark of the records (question texts)",
+    )
+    a("--val-records", required=True, help="validation records dir: <frontier --out>/records/<fp>/<split>")
+    a("--test-records", required=True, help="test records dir (the same paths, or more)")
+    a("--val-split", default="val", help="split of the validation records")
+    a("--test-split", default="test", help="split of the test records")
+    a("--data-dir", default=None, help="benchmark data directory")
+    a("--k", default="5,10,20", help="comma list of kNN neighbour counts ('' = no kNN)")
+    a("--ridge", default="1,10", help="comma list of plug-in ridge penalties ('' = none)")
+    a(
+        "--prices",
+        default="0",
+        help="comma list of F1 a costliest-path-sized cost is worth (0 = quality only)",
+    )
+    a("--folds", type=int, default=5, help="cross-fitting folds of the validation guard")
+    a("--encoder", default="minilm", help="question encoder (the router's; see memory.encoder)")
+    a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
+    a("--out", default=None, help="write learners.{txt,json} here")
+    add_option_argument(parser)
+
+
+def _ci(v: tuple[float, float, float], signed: bool = False) -> str:
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(v[0])} [{f.format(v[1])}, {f.format(v[2])}]"
+
+
+def format_report(
+    rows: list[LearnerRow], shipped: list[Shipped], n_val: int, n_test: int, paths: list[str]
+) -> str:
+    """The learners' table and, per price, what ships and how it does on test."""
+    lines = [
+        f"{len(paths)} paths; learners fitted on {n_val} validation questions, judged on {n_test} test ones",
+        f"{'learner':<24} {'price':>5}  {'val − fixed (cross-fitted)':<28} {'guard':<7} "
+        f"{'test F1':<22} {'cost':>6}  test − fixed",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.learner:<24} {r.price:>5g}  {_ci(r.val_diff, True):<28} {'passed' if r.passed else 'no':<7} "
+            f"{_ci(r.test_f1):<22} {r.test_cost_share:>6.3f}  {_ci(r.test_diff, True)}"
+        )
+    for s in shipped:
+        what = f"the learner {s.router}" if s.router else f"the fixed path {s.fixed_path} (no learner passed)"
+        high = f"; − all-HIGH F1 {_ci(s.vs_high, True)}" if s.vs_high is not None else ""
+        lines.append(
+            f"price {s.price:g}: ships {what}: test F1 {_ci(s.test_f1)}, cost share {s.test_cost_share:.3f}; "
+            f"− validation's fixed path {s.fixed_path} {_ci(s.vs_fixed, True)}{high}"
+        )
+    return "\n".join(lines)
+
+
+def _embed(encoder: Any, bench: Any, split: str, qids: list[str], what: str) -> np.ndarray:
+    index = question_index(bench, split)
+    missing = [q for q in qids if q not in index]
+    if missing:
+        raise SystemExit(
+            f"error: {len(missing)} of the {len(qids)} {what} question ids are not in {split} "
+            f"(first: {missing[:3]}); wrong --benchmark or split?"
+        )
+    return np.asarray(encoder.encode([index[q][0] for q in qids]), dtype=np.float64)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load both tables, embed, learn, guard, judge, print and write; returns 0."""
+    t0 = time.perf_counter()
+    try:
+        val, test = OutcomeTable.load(args.val_records), OutcomeTable.load(args.test_records)
+        paths = common_paths(val, test)
+        if len(paths) < 2:
+            raise ValueError(f"the validation and test tables share {len(paths)} paths; need 2 or more")
+        val, test = val.restricted(paths), test.restricted(paths)
+    except (FileNotFoundError, ValueError) as exc:
+        raise SystemExit(f"error: {exc}") from None
+    bench = get_benchmark(args.benchmark, data_dir=args.data_dir, **parse_options(args.option))
+    encoder = get_encoder(args.encoder)
+    x_val = _embed(encoder, bench, args.val_split, val.qids, "validation")
+    x_test = _embed(encoder, bench, args.test_split, test.qids, "test")
+    learners: list[Learner] = [BestFixed()]
+    learners += [KNN(k) for k in (comma_list(args.k, "k", int) if args.k.strip() else [])]
+    learners += [PlugIn(a) for a in (comma_list(args.ridge, "ridge", float) if args.ridge.strip() else [])]
+    rows, shipped = learn_and_judge(
+        learners,
+        x_val,
+        val,
+        x_test,
+        test,
+        prices=comma_list(args.prices, "prices", float),
+        folds=args.folds,
+        n_boot=args.n_boot,
+    )
+    report = format_report(rows, shipped, len(val.qids), len(test.qids), paths)
+    print(report)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "learners.txt", report + "\n")
+        meta = {
+            **run_metadata(data_files=bench.data_files()),
+            "options": {k: v for k, v in vars(args).items() if k != "func"},
+            "paths": paths,
+            "val_questions": val.qids,
+            "test_questions": test.qids,
+            "seconds": time.perf_counter() - t0,
+        }
+        rows_json = [r.as_dict() for r in rows]
+        atomic_write_json(
+            out / "learners.json", {"rows": rows_json, "shipped": [s.as_dict() for s in shipped], **meta}
+        )
+        print(f"wrote {out}/: learners.txt, learners.json")
+    return 0

@@ -1,0 +1,294 @@
+#!/usr/bin/env python
+"""Run the powered study (``configs/study/powered.yaml``) in resumable blocks, and say how far it is.
+
+Every block is one ``evaluate.py frontier`` over the next stratified ``block`` questions of a split with
+every designed path, on the study's engine, into the split's output dir: a complete outcome table over more
+questions each time. After each block its records are compressed and the new calls exported as a delta pack,
+so that a commit carries the piece and the next machine resumes from it (``run`` imports the study's packs
+first).
+Stopping (Ctrl-C, the session's end) loses at most the unsaved chunk: finished calls are in the cache.
+
+    python scripts/powered_study.py status
+    .venv-vllm/bin/python scripts/powered_study.py run --minutes 100     # blocks until ~100 minutes are spent
+    .venv-vllm/bin/python scripts/powered_study.py run --benchmark locomo --split test --blocks 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+STUDY = ROOT / "configs" / "study" / "powered.yaml"
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One (benchmark, split) of the study: its question count and how many have every path's outcome."""
+
+    benchmark: str
+    split: str
+    overrides: tuple[str, ...]
+    out: Path
+    n_questions: int
+    done: int  # questions with a record on every designed path
+    per_path: dict[str, int]
+    fingerprints: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every question has every path's outcome."""
+        return self.done >= self.n_questions
+
+
+def load_study(path: Path = STUDY) -> dict[str, Any]:
+    """The study's YAML, checked for the keys this script reads.
+
+    Raises:
+        SystemExit: A key is missing or of the wrong type (the file and key are named).
+    """
+    study = yaml.safe_load(path.read_text())
+    need = {
+        "experiment": str,
+        "engine": list,
+        "concurrency": int,
+        "paths": str,
+        "block": int,
+        "chunk": int,
+        "benchmarks": list,
+        "out": str,
+        "cache": str,
+        "packs": str,
+    }
+    for key, kind in need.items():
+        if not isinstance(study.get(key), kind):
+            raise SystemExit(f"error: {path}: '{key}' must be a {kind.__name__}, got {study.get(key)!r}")
+    for i, bench in enumerate(study["benchmarks"]):
+        if not isinstance(bench.get("name"), str) or not isinstance(bench.get("splits"), list):
+            raise SystemExit(f"error: {path}: benchmarks[{i}] needs 'name' and a list of 'splits'")
+    return study
+
+
+def path_run_ids(paths: str) -> list[str]:
+    """The record-file stems (``fixed-LMMMM``) of the designed paths."""
+    from evaluation.frontier_runner import safe_id
+    from evaluation.frontier_systems import baseline_systems
+
+    def no_search() -> Any:
+        raise SystemExit("error: the study's paths are fixed paths; best-fixed searches on validation")
+
+    systems = baseline_systems(argparse.Namespace(baselines=paths, random_seeds="0"), no_search)
+    if any(s.kind != "baseline" or len(s.runs) != 1 or s.name.startswith("random") for s in systems):
+        raise SystemExit(f"error: the study's paths must be fixed tier paths, got {paths!r}")
+    return list(dict.fromkeys(safe_id(run.run_id) for s in systems for run in s.runs))
+
+
+def split_question_ids(study: dict[str, Any], bench: dict[str, Any], split: str) -> list[str]:
+    """The split's question ids: every question of its samples, as the question bank holds them."""
+    from benchmarks.registry import get_benchmark
+    from evaluation.frontier_config import script_config
+
+    cfg = script_config(study["experiment"], [*study["engine"], *bench.get("set", [])], bench["name"])
+    opts = dict((cfg.get("benchmark") or {}).get("options") or {})
+    data = get_benchmark(bench["name"], data_dir=cfg.get("data_dir"), **opts)
+    return [str(q.question_id) for sample in data.load(split) for q in sample.questions]
+
+
+def piece_status(study: dict[str, Any], bench: dict[str, Any], split: str, run_ids: list[str]) -> Piece:
+    """How far one (benchmark, split) is, from its record files."""
+    from evaluation.frontier_runner import RecordStore
+
+    out = ROOT / study["out"] / f"{bench['name']}-{split}"
+    qids = set(split_question_ids(study, bench, split))
+    fps = tuple(sorted(p.name for p in (out / "records").glob("*") if p.is_dir()))
+    per_path: dict[str, int] = {}
+    have: set[str] | None = None
+    for rid in run_ids:
+        got: set[str] = set()
+        for fp in fps:
+            got |= set(RecordStore(out / "records" / fp / split / f"{rid}.jsonl").records) & qids
+        per_path[rid] = len(got)
+        have = got if have is None else have & got
+    return Piece(
+        bench["name"], split, tuple(bench.get("set", [])), out, len(qids), len(have or ()), per_path, fps
+    )
+
+
+def statuses(study: dict[str, Any]) -> list[Piece]:
+    """Every piece of the study, in its order."""
+    run_ids = path_run_ids(study["paths"])
+    return [piece_status(study, b, s, run_ids) for b in study["benchmarks"] for s in b["splits"]]
+
+
+def format_status(pieces: list[Piece], n_paths: int) -> str:
+    """A table: per piece, questions with every path, the least-covered path, and the record fingerprints."""
+    lines = [
+        f"{'benchmark/split':<26} {'questions':>9} {'complete':>9} {'least path':>11}  records",
+        "-" * 72,
+    ]
+    for p in pieces:
+        least = min(p.per_path.values()) if p.per_path else 0
+        fps = ", ".join(p.fingerprints) or "-"
+        warn = "  (several fingerprints: the config or code changed)" if len(p.fingerprints) > 1 else ""
+        lines.append(
+            f"{p.benchmark + '/' + p.split:<26} {p.n_questions:>9} {p.done:>9} {least:>11}  {fps}{warn}"
+        )
+    total = sum(p.n_questions for p in pieces)
+    done = sum(p.done for p in pieces)
+    lines.append(
+        f"outcomes: {done * n_paths:,} of {total * n_paths:,} ({n_paths} paths x {total:,} questions)"
+    )
+    return "\n".join(lines)
+
+
+def frontier_argv(study: dict[str, Any], piece: Piece, limit: int | None) -> list[str]:
+    """``evaluate.py frontier`` arguments of one block (``limit`` None: the whole split)."""
+    argv = [
+        "frontier",
+        "--benchmark",
+        piece.benchmark,
+        "--split",
+        piece.split,
+        "--baselines",
+        study["paths"],
+        "--chunk",
+        str(study["chunk"]),
+        "--concurrency",
+        str(study["concurrency"]),
+        "--out",
+        str(piece.out),
+    ]
+    if study["experiment"] != "none":
+        argv += ["--experiment", study["experiment"]]
+    for ov in [*study["engine"], *piece.overrides, f"cache.path={ROOT / study['cache']}"]:
+        argv += ["--set", ov]
+    if limit is not None:
+        argv += ["--stratified", "--limit", str(limit)]
+    return argv
+
+
+def import_study_packs(study: dict[str, Any]) -> None:
+    """Merge the study's committed packs into its cache (entries it holds already are skipped)."""
+    from modules.cache import CallCache
+    from modules.cache_pack import import_pack
+
+    packs = sorted((ROOT / study["packs"]).glob("calls-*.pack.gz"))
+    if not packs:
+        return
+    cache = CallCache(ROOT / study["cache"])
+    try:
+        added = sum(import_pack(p, cache).imported for p in packs)
+    finally:
+        cache.close()
+    print(f"imported {len(packs)} study pack(s) into {study['cache']}: {added:,} new entries")
+
+
+def export_delta(study: dict[str, Any]) -> Path | None:
+    """Export the calls of the study's cache that its committed packs lack (None: nothing new)."""
+    from modules.cache_pack import export_pack, read_sqlite_entries
+
+    cache = ROOT / study["cache"]
+    if not cache.is_file():
+        return None
+    dest = ROOT / study["packs"]
+    dest.mkdir(parents=True, exist_ok=True)
+    bases = sorted(dest.glob("calls-*.pack.gz"))
+    if bases:
+        from modules.cache_pack import read_pack
+
+        shipped: dict[str, Any] = {}
+        for b in bases:
+            shipped.update(read_pack(b).entries)
+        if all(shipped.get(k) == v for k, v in read_sqlite_entries(cache)):
+            return None
+    report = export_pack(cache, dest, base_packs=bases)
+    shown = report.path.relative_to(ROOT) if report.path.is_relative_to(ROOT) else report.path
+    print(f"delta pack {shown}: {report.manifest['count']:,} calls")
+    return report.path
+
+
+def compact(out: Path) -> None:
+    """Compress the piece's new record files (committed records are gzip; readers take both)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import compact_results
+
+    for path in compact_results.record_files(out):
+        compact_results.compress(path)
+
+
+def run(study: dict[str, Any], args: argparse.Namespace) -> int:
+    """Run blocks in order until the study, the ``--blocks`` or the ``--minutes`` are used up."""
+    import evaluate
+
+    import_study_packs(study)
+    start, blocks, last_block_s = time.monotonic(), 0, 0.0
+    while True:
+        pieces = [p for p in statuses(study) if not p.complete]
+        if args.benchmark:
+            pieces = [p for p in pieces if p.benchmark == args.benchmark]
+        if args.split:
+            pieces = [p for p in pieces if p.split == args.split]
+        if not pieces:
+            print("nothing left to run")
+            return 0
+        if args.blocks is not None and blocks >= args.blocks:
+            return 0
+        spent = time.monotonic() - start
+        if args.minutes is not None and spent + last_block_s > args.minutes * 60:
+            print(
+                f"stopping after {spent / 60:.0f} min: the next block would take ~{last_block_s / 60:.0f} min"
+            )
+            return 0
+        piece = pieces[0]
+        target = piece.done + study["block"]
+        limit = None if target >= piece.n_questions else target
+        print(
+            f"\n== {piece.benchmark}/{piece.split}: block to {limit or piece.n_questions} of "
+            f"{piece.n_questions} questions ({piece.done} complete)"
+        )
+        t0 = time.monotonic()
+        try:
+            code = evaluate.main(frontier_argv(study, piece, limit))
+        finally:
+            compact(piece.out)
+            export_delta(study)
+        last_block_s = time.monotonic() - t0
+        blocks += 1
+        if code != 0:
+            return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``status`` or ``run``; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", choices=["status", "run"])
+    parser.add_argument("--study", type=Path, default=STUDY, help="the study's YAML")
+    parser.add_argument("--benchmark", default=None, help="`run`: only this benchmark")
+    parser.add_argument("--split", default=None, help="`run`: only this split")
+    parser.add_argument("--blocks", type=int, default=None, help="`run`: at most this many blocks")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="`run`: start no block that would end after this many minutes",
+    )
+    args = parser.parse_args(argv)
+    study = load_study(args.study)
+    if args.command == "status":
+        print(format_status(statuses(study), len(path_run_ids(study["paths"]))))
+        return 0
+    return run(study, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
