@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.registry import benchmark_names, get_benchmark
+from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from evaluation.bootstrap import DEFAULT_N_BOOT
-from evaluation.cli_options import add_option_argument, comma_list, parse_options
+from evaluation.cli_options import add_option_argument, add_question_text_arguments, comma_list, parse_options
 from evaluation.cli_routability import question_index
 from evaluation.outcome_learners import (
     KNN,
@@ -41,17 +41,11 @@ from memory.encoder import get_encoder
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
     a = parser.add_argument
-    a(
-        "--benchmark",
-        required=True,
-        choices=benchmark_names(),
-        help="benchmark of the records (question texts)",
-    )
+    add_question_text_arguments(parser)
     a("--val-records", required=True, help="validation records dir: <frontier --out>/records/<fp>/<split>")
     a("--test-records", required=True, help="test records dir (the same paths, or more)")
     a("--val-split", default="val", help="split of the validation records")
     a("--test-split", default="test", help="split of the test records")
-    a("--data-dir", default=None, help="benchmark data directory")
     a("--k", default="5,10,20", help="comma list of kNN neighbour counts ('' = no kNN)")
     a("--ridge", default="1,10", help="comma list of plug-in ridge penalties ('' = none)")
     a(
@@ -60,7 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma list of F1 a costliest-path-sized cost is worth (0 = quality only)",
     )
     a("--folds", type=int, default=5, help="cross-fitting folds of the validation guard")
-    a("--encoder", default="minilm", help="question encoder (the router's; see memory.encoder)")
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
     a("--out", default=None, help="write learners.{txt,json} here")
     add_option_argument(parser)

@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from benchmarks.registry import benchmark_names
+
 T = TypeVar("T")
 
 
@@ -98,3 +100,12 @@ def parse_options(pairs: list[str]) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise SystemExit(f"--option {pair!r}: value is not valid YAML ({exc})") from exc
     return out
+
+
+def add_question_text_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--benchmark``, ``--data-dir`` and ``--encoder`` options of commands that embed questions."""
+    a = parser.add_argument
+    names = benchmark_names()
+    a("--benchmark", required=True, choices=names, help="benchmark of the records (question texts)")
+    a("--data-dir", default=None, help="benchmark data directory")
+    a("--encoder", default="minilm", help="question encoder (the router's; see memory.encoder)")

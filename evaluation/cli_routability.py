@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from benchmarks.base import SPLITS, Benchmark
-from benchmarks.registry import benchmark_names, get_benchmark
+from benchmarks.registry import get_benchmark
 from common.atomic import atomic_write_json, atomic_write_text
 from common.provenance import run_metadata
 from envs.question_bank import question_bank_from
 from evaluation.bootstrap import DEFAULT_N_BOOT
-from evaluation.cli_options import add_option_argument, comma_list, parse_options
+from evaluation.cli_options import add_option_argument, add_question_text_arguments, comma_list, parse_options
 from evaluation.routability import RoutabilityRow, load_paths, routability, unit_rows
 from memory.encoder import get_encoder
 
@@ -38,19 +38,13 @@ from memory.encoder import get_encoder
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the command's options."""
     a = parser.add_argument
-    a(
-        "--benchmark",
-        required=True,
-        choices=benchmark_names(),
-        help="benchmark of the records (question texts)",
-    )
+    add_question_text_arguments(parser)
     a(
         "--records",
         required=True,
         help="a frontier records dir: <frontier --out>/records/<fingerprint>/<split>",
     )
     a("--split", default=None, help="split of the records (default: the records dir's name)")
-    a("--data-dir", default=None, help="benchmark data directory")
     a(
         "--paths",
         default=None,
@@ -69,7 +63,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="add kNN routers over question + retrieved evidence (rebuilds the frontier run's question bank)",
     )
-    a("--encoder", default="minilm", help="question encoder (the router's; see memory.encoder)")
     a("--permutations", type=int, default=200, help="shuffles of each learner input for its control")
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
     a("--out", default=None, help="write routability.{txt,json,csv,png} here")

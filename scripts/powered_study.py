@@ -57,6 +57,7 @@ def load_study(path: Path = STUDY) -> dict[str, Any]:
     """
     study = yaml.safe_load(path.read_text())
     need = {
+        "pack_models": list,
         "experiment": str,
         "engine": list,
         "concurrency": int,
@@ -192,8 +193,8 @@ def import_study_packs(study: dict[str, Any]) -> None:
 
 
 def export_delta(study: dict[str, Any]) -> Path | None:
-    """Export the calls of the study's cache that its committed packs lack (None: nothing new)."""
-    from modules.cache_pack import export_pack, read_sqlite_entries
+    """Export the LLM calls (``pack_models``) the study's committed packs lack (None: nothing new)."""
+    from modules.cache_pack import Filters, export_pack, read_pack, read_sqlite_entries
 
     cache = ROOT / study["cache"]
     if not cache.is_file():
@@ -201,15 +202,13 @@ def export_delta(study: dict[str, Any]) -> Path | None:
     dest = ROOT / study["packs"]
     dest.mkdir(parents=True, exist_ok=True)
     bases = sorted(dest.glob("calls-*.pack.gz"))
-    if bases:
-        from modules.cache_pack import read_pack
-
-        shipped: dict[str, Any] = {}
-        for b in bases:
-            shipped.update(read_pack(b).entries)
-        if all(shipped.get(k) == v for k, v in read_sqlite_entries(cache)):
-            return None
-    report = export_pack(cache, dest, base_packs=bases)
+    keep = Filters(models=[str(m) for m in study["pack_models"]])
+    shipped: dict[str, Any] = {}
+    for b in bases:
+        shipped.update(read_pack(b).entries)
+    if all(shipped.get(k) == v for k, v in read_sqlite_entries(cache) if keep.match(v)):
+        return None
+    report = export_pack(cache, dest, filters=keep, base_packs=bases)
     shown = report.path.relative_to(ROOT) if report.path.is_relative_to(ROOT) else report.path
     print(f"delta pack {shown}: {report.manifest['count']:,} calls")
     return report.path

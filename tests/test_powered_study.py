@@ -29,6 +29,7 @@ def _study(tmp_path: Path, **over) -> Path:
         "out": str(tmp_path / "outcomes"),
         "cache": str(tmp_path / "study.sqlite"),
         "packs": str(tmp_path / "packs"),
+        "pack_models": ["fake-llm"],
         **over,
     }
     path = tmp_path / "study.yaml"
@@ -50,6 +51,11 @@ def test_blocks_grow_a_complete_table_with_a_delta_pack_each_and_resume_from_the
     assert ps.main(["run", "--study", str(study)]) == 0  # the last block: the whole split
     (piece,) = ps.statuses(ps.load_study(study))
     assert piece.complete and len(list((tmp_path / "packs").glob("calls-*.pack.gz"))) == 2
+    # The packs keep the LLM calls alone: the local tiers' results are recomputed on replay.
+    from modules.cache_pack import read_pack
+
+    entries = [v for p in (tmp_path / "packs").glob("*.pack.gz") for v in dict(read_pack(p).entries).values()]
+    assert entries and {v.get("model_id") for v in entries} == {"fake-llm"}
     capsys.readouterr()
     assert ps.main(["run", "--study", str(study)]) == 0
     assert "nothing left to run" in capsys.readouterr().out
