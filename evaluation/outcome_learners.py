@@ -175,10 +175,10 @@ def choose(pred_f1: np.ndarray, pred_cost: np.ndarray, price: float, ref_cost: f
     return np.array([np.lexsort((idx, share[i], -score[i]))[0] for i in range(score.shape[0])], dtype=int)
 
 
-def cross_fitted_choice(
-    learner: Learner, x: np.ndarray, table: OutcomeTable, price: float, ref_cost: float, folds: int, seed: int
-) -> np.ndarray:
-    """Each question's path from the learner fitted on the other folds (it never sees its own outcome).
+def cross_fitted_predictions(
+    learner: Learner, x: np.ndarray, table: OutcomeTable, folds: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each question's predicted F1 and cost, from the learner fitted on the other folds (not on its own).
 
     Raises:
         ValueError: Fewer questions than folds, or fewer than 2 folds.
@@ -187,7 +187,7 @@ def cross_fitted_choice(
     if folds < 2 or n < folds:
         raise ValueError(f"cross-fitting needs 2 <= folds <= questions, got {folds} folds for {n} questions")
     fold = np.random.default_rng(seed).permutation(n) % folds
-    out = np.empty(n, dtype=int)
+    f1, cost = np.empty(table.f1.shape), np.empty(table.cost.shape)
     for f in range(folds):
         held, kept = fold == f, fold != f
         part = OutcomeTable(
@@ -196,8 +196,15 @@ def cross_fitted_choice(
             table.f1[kept],
             table.cost[kept],
         )
-        out[held] = choose(*learner.fit(x[kept], part).predict(x[held]), price, ref_cost)
-    return out
+        f1[held], cost[held] = learner.fit(x[kept], part).predict(x[held])
+    return f1, cost
+
+
+def cross_fitted_choice(
+    learner: Learner, x: np.ndarray, table: OutcomeTable, price: float, ref_cost: float, folds: int, seed: int
+) -> np.ndarray:
+    """Each question's path from its cross-fitted predictions (:func:`cross_fitted_predictions`)."""
+    return choose(*cross_fitted_predictions(learner, x, table, folds, seed), price, ref_cost)
 
 
 @dataclass(frozen=True)
@@ -309,16 +316,19 @@ def learn_and_judge(
     rows: list[LearnerRow] = []
     shipped: list[Shipped] = []
     n_val, n_test = np.arange(len(val.qids)), np.arange(len(test.qids))
+    # Fitting does not depend on the price, only the choice does: predict once per learner.
+    val_pred = [cross_fitted_predictions(learner, x_val, val, folds, seed) for learner in learners]
+    test_pred = [learner.fit(x_val, val).predict(x_test) for learner in learners]
+    fixed_pred = BestFixed().fit(x_val, val).predict(x_val[:1])
     for price in prices:
         val_obj = val.f1 - price * val.cost / ref_cost
         test_obj = test.f1 - price * test.cost / ref_cost
-        fixed = int(choose(*BestFixed().fit(x_val, val).predict(x_val[:1]), price, ref_cost)[0])
+        fixed = int(choose(*fixed_pred, price, ref_cost)[0])
         best: tuple[float, str, np.ndarray] | None = None
-        for learner in learners:
-            cv = cross_fitted_choice(learner, x_val, val, price, ref_cost, folds, seed)
-            mine = val_obj[n_val, cv]
+        for learner, cv_pred, t_pred in zip(learners, val_pred, test_pred, strict=True):
+            mine = val_obj[n_val, choose(*cv_pred, price, ref_cost)]
             diff = paired_interval(mine - val_obj[:, fixed], n_boot, seed)
-            choice = choose(*learner.fit(x_val, val).predict(x_test), price, ref_cost)
+            choice = choose(*t_pred, price, ref_cost)
             t_obj = test_obj[n_test, choice]
             rows.append(
                 LearnerRow(

@@ -195,6 +195,7 @@ class VLLMBackend(LLMBackend):
         self.int8_weights = bool(int8_weights)
         self._model = model
         self._weights: str | None = None
+        self._gguf_tokenizer: Any = None
         if engine is None:
             path = str(resolve_model_path(model)) if spec else model
             if path.endswith(".gguf"):
@@ -278,11 +279,13 @@ class VLLMBackend(LLMBackend):
         prompts are budgeted in tokens before they are keyed, and transformers' Qwen2 tokenizer normalises
         to NFC where the GGUF's does not, so counting with it would key a few prompts differently.
         """
-        if self._model in MODELS:
+        if self._model not in MODELS:
+            return len(self.tokenizer.encode(text, add_special_tokens=False))
+        if self._gguf_tokenizer is None:  # resolved once: prompt fitting counts many times per question
             from modules.backends.gguf_tokenizer import load_gguf_tokenizer
 
-            return load_gguf_tokenizer(str(resolve_model_path(self._model))).count(text)
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
+            self._gguf_tokenizer = load_gguf_tokenizer(str(resolve_model_path(self._model)))
+        return self._gguf_tokenizer.count(text)
 
     def prompt_ids(self, request: GenerationRequest) -> list[int]:
         """Prompt token ids exactly as sent to the engine."""

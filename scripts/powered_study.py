@@ -26,6 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "scripts"))
 
 STUDY = ROOT / "configs" / "study" / "powered.yaml"
 
@@ -194,7 +195,7 @@ def import_study_packs(study: dict[str, Any]) -> None:
 
 def export_delta(study: dict[str, Any]) -> Path | None:
     """Export the LLM calls (``pack_models``) the study's committed packs lack (None: nothing new)."""
-    from modules.cache_pack import Filters, export_pack, read_pack, read_sqlite_entries
+    from modules.cache_pack import Filters, export_pack
 
     cache = ROOT / study["cache"]
     if not cache.is_file():
@@ -203,12 +204,10 @@ def export_delta(study: dict[str, Any]) -> Path | None:
     dest.mkdir(parents=True, exist_ok=True)
     bases = sorted(dest.glob("calls-*.pack.gz"))
     keep = Filters(models=[str(m) for m in study["pack_models"]])
-    shipped: dict[str, Any] = {}
-    for b in bases:
-        shipped.update(read_pack(b).entries)
-    if all(shipped.get(k) == v for k, v in read_sqlite_entries(cache) if keep.match(v)):
-        return None
     report = export_pack(cache, dest, filters=keep, base_packs=bases)
+    if report.manifest["count"] == 0:  # every call is in a committed pack already: no empty delta
+        report.path.unlink()
+        return None
     shown = report.path.relative_to(ROOT) if report.path.is_relative_to(ROOT) else report.path
     print(f"delta pack {shown}: {report.manifest['count']:,} calls")
     return report.path
@@ -216,8 +215,7 @@ def export_delta(study: dict[str, Any]) -> Path | None:
 
 def compact(out: Path) -> None:
     """Compress the piece's new record files (committed records are gzip; readers take both)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import compact_results
+    import compact_results  # a sibling script: scripts/ is on sys.path (see the top of this file)
 
     for path in compact_results.record_files(out):
         compact_results.compress(path)
