@@ -55,23 +55,29 @@ class Filters:
 
     Attributes:
         tags: ``{tag: value}`` that an entry's ``tags`` must all match (e.g. ``{"module": "entity"}``).
-        models: Model ids, one of which the entry's ``model_id`` must be (local-tier entries have
-            none, so a model filter keeps LLM calls only).
+        models: Model ids, one of which an LLM call's ``model_id`` must be.
+        local: Local-tier methods (e.g. ``textrank``) whose outputs are kept. With ``models`` or
+            ``local`` given, a local-tier output is kept only if its method is listed (outputs stored
+            before methods were recorded have none, and are dropped); with neither, all are kept.
     """
 
     tags: Mapping[str, str] = field(default_factory=dict)
     models: Sequence[str] = ()
+    local: Sequence[str] = ()
 
     def match(self, value: Mapping[str, Any]) -> bool:
         """Whether a cache value passes the filters."""
         tags = value.get("tags") or {}
         if any(str(tags.get(k)) != str(v) for k, v in self.tags.items()):
             return False
+        if "model_id" not in value:  # a local tier's output
+            return str(tags.get("method")) in self.local or not (self.local or self.models)
         return not self.models or str(value.get("model_id")) in self.models
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form recorded in the manifest."""
-        return {"tags": dict(sorted(self.tags.items())), "models": sorted(self.models)}
+        tags = dict(sorted(self.tags.items()))
+        return {"tags": tags, "models": sorted(self.models), "local": sorted(self.local)}
 
 
 def read_sqlite_entries(path: str | Path) -> list[tuple[str, dict[str, Any]]]:

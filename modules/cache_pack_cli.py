@@ -18,7 +18,9 @@ import argparse
 import os
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from common.datadir import PROJECT_ROOT
 from modules.cache_pack import Filters, PackError, export_pack, import_pack, read_pack, version_mismatch
@@ -54,7 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--model",
         action="append",
         default=[],
-        help="keep LLM calls of this model id (repeatable; drops local-tier entries)",
+        help="keep LLM calls of this model id (repeatable; drops local-tier outputs but --local's)",
+    )
+    ex.add_argument(
+        "--local",
+        action="append",
+        default=[],
+        metavar="METHOD",
+        help="keep local-tier outputs of this method, e.g. textrank (repeatable; drops the other methods')",
     )
     ex.add_argument(
         "--base",
@@ -76,12 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _source(value: Mapping[str, Any]) -> str:
+    """What made a cache entry: the LLM's model id, or ``local <method>`` for a local tier's output."""
+    if "model_id" in value:
+        return str(value["model_id"])
+    return f"local {(value.get('tags') or {}).get('method', 'tier')}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one sub-command; returns the exit code (1 with a one-line message for a bad pack)."""
     args = build_parser().parse_args(argv)
     try:
         if args.command == "export":
-            flt = Filters(_tags(args.tag), tuple(args.model))
+            flt = Filters(_tags(args.tag), tuple(args.model), tuple(args.local))
             rep = export_pack(args.cache, args.out, filters=flt, base_packs=args.base)
             m = rep.manifest
             left_out = "filtered out or in a base pack" if args.base else "filtered out"
@@ -99,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {k}: {m[k]}")
             bad = version_mismatch(m)
             print("  versions: " + ("match this code" if not bad else "DIFFER: " + "; ".join(bad)))
-            # Local (non-LLM) tiers cache their outputs too, without a model id or tags.
-            models = Counter(str(v.get("model_id", "local tier")) for _, v in pack.entries)
+            # Local (non-LLM) tiers cache their outputs too, without a model id (and, before methods were
+            # recorded, without tags).
+            models = Counter(_source(v) for _, v in pack.entries)
             modules = Counter(str((v.get("tags") or {}).get("module", "untagged")) for _, v in pack.entries)
             print("  by model: " + ", ".join(f"{k} {n}" for k, n in models.most_common()))
             print("  by module tag: " + ", ".join(f"{k} {n}" for k, n in modules.most_common()))

@@ -6,7 +6,8 @@ Like :mod:`modules.rules`, each function returns ``(raw_value, gflops)``.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
@@ -136,6 +137,26 @@ DateFormat = Literal["iso", "natural"]
 DATE_FORMATS: tuple[DateFormat, ...] = ("iso", "natural")
 
 
+#: Times of day that parsedatetime resolves against the wall clock instead of ``sourceTime``: "last night"
+#: said on 10 January 2024 came out as the night before the run (17 of the 588 expressions it tags in
+#: LoCoMo, "last night" and "next morning"), so the output depended on the day it was computed.
+_TIME_OF_DAY = re.compile(r"\b(last|this|next)\s+(night|morning|afternoon|evening)\b", re.IGNORECASE)
+_DAY_OFFSET = {"last": -1, "this": 0, "next": 1}
+
+
+def anchor_time_of_day(dt: datetime, expr: str, ref: datetime) -> datetime:
+    """``dt`` with its day taken from ``ref`` where ``expr`` is a time of day ("last night": the day before).
+
+    Examples:
+        >>> anchor_time_of_day(datetime(2026, 12, 5, 21), "last night", datetime(2024, 1, 10, 14)).date()
+        datetime.date(2024, 1, 9)
+    """
+    m = _TIME_OF_DAY.search(expr)
+    if m is None:
+        return dt
+    return datetime.combine(ref.date() + timedelta(days=_DAY_OFFSET[m.group(1).lower()]), dt.time())
+
+
 def _normalise(dt: datetime, ctx: Any, date_format: DateFormat = "iso") -> str | None:
     """Render ``dt`` at the granularity the tagger resolved (``ctx`` is a ``pdtContext``).
 
@@ -162,7 +183,9 @@ def _normalise(dt: datetime, ctx: Any, date_format: DateFormat = "iso") -> str |
     return None
 
 
-def tagger_temporal_relations(inp: ModuleInput, date_format: DateFormat = "iso") -> tuple[list[str], float]:
+def tagger_temporal_relations(
+    inp: ModuleInput, date_format: DateFormat = "iso", anchor_times_of_day: bool = False
+) -> tuple[list[str], float]:
     """``event | normalised date (expression)`` from the ``parsedatetime`` tagger.
 
     Relative expressions are resolved against the chunk's session timestamp; without one
@@ -172,6 +195,9 @@ def tagger_temporal_relations(inp: ModuleInput, date_format: DateFormat = "iso")
     Args:
         inp: The module input.
         date_format: One of :data:`DATE_FORMATS` (see :func:`_normalise`).
+        anchor_times_of_day: Resolve "last night" / "this morning" / "next evening" against the chunk's
+            date (:func:`anchor_time_of_day`). Off by default only so that the tables measured before keep
+            their cache keys: off, those expressions get the wall clock's date.
     """
     import parsedatetime as pdt  # lazy: keeps `import modules` light
 
@@ -191,6 +217,8 @@ def tagger_temporal_relations(inp: ModuleInput, date_format: DateFormat = "iso")
                     expr = expr.strip()
                     if expr.lower() in _TAGGER_STOP:
                         continue
+                    if anchor_times_of_day:
+                        dt = anchor_time_of_day(dt, expr, ref)
                     norm = _normalise(dt, ctx, date_format)
                     if norm is None:
                         continue

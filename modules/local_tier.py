@@ -104,6 +104,9 @@ class LocalTier:
         self.fn, self.cost_model, self.cache, self.reads_query = fn, cost_model, cache, reads_query
         #: Settings that change the output (e.g. ``k=3``): part of the cache key.
         self.params = params
+        #: Stored with each output: the key is a hash, and a pack export picks local outputs by method
+        #: (``Filters.local``: those computed in floating point can differ between CPU classes).
+        self.tags = {"module": module, "tier": tier.name, "strategy": strategy, "method": method}
 
     def key(self, inp: ModuleInput) -> str:
         """The cache key of ``inp`` for this tier."""
@@ -120,6 +123,9 @@ class LocalTier:
             if stored is not None:
                 try:
                     check_local_output(stored)
+                    if "tags" not in stored:  # cached before outputs named their method: name it now, so
+                        stored = {**stored, "tags": self.tags}  # that a pack export can pick it by method
+                        self.cache.put(key, stored)
                     LRU.put(key, stored)
                 except InvalidResult as exc:
                     warnings.warn(
@@ -132,7 +138,7 @@ class LocalTier:
         if stored is None:
             t0 = time.perf_counter()
             raw, gf = self.fn(inp)
-            stored = {"raw": raw, "gflops": gf, "latency_s": time.perf_counter() - t0}
+            stored = {"raw": raw, "gflops": gf, "latency_s": time.perf_counter() - t0, "tags": self.tags}
             LRU.put(key, stored)
             if self.cache is not None:
                 self.cache.put(key, stored)

@@ -6,7 +6,10 @@ every designed path, on the study's engine, into the split's output dir: a compl
 questions each time. After each block its records are compressed and the new calls exported as a delta pack,
 so that a commit carries the piece and the next machine resumes from it (``run`` imports the study's packs
 first).
-Stopping (Ctrl-C, the session's end) loses at most the unsaved chunk: finished calls are in the cache.
+Stopping (Ctrl-C, or ``kill PID``: SIGTERM, the signal a background job still gets, since a shell starts
+those with Ctrl-C's SIGINT ignored) saves the finished chunks, compresses the records and exports the delta
+pack, then exits with 130 or 143; the unsaved chunk's finished calls are in the cache, so ``run`` continues
+from there.
 
     python scripts/powered_study.py status
     .venv-vllm/bin/python scripts/powered_study.py run --minutes 100     # blocks until ~100 minutes are spent
@@ -16,6 +19,8 @@ Stopping (Ctrl-C, the session's end) loses at most the unsaved chunk: finished c
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -59,8 +64,10 @@ def load_study(path: Path = STUDY) -> dict[str, Any]:
     study = yaml.safe_load(path.read_text())
     need = {
         "pack_models": list,
+        "pack_local": list,
         "experiment": str,
         "engine": list,
+        "pipeline": list,
         "concurrency": int,
         "paths": str,
         "block": int,
@@ -170,7 +177,7 @@ def frontier_argv(study: dict[str, Any], piece: Piece, limit: int | None) -> lis
     ]
     if study["experiment"] != "none":
         argv += ["--experiment", study["experiment"]]
-    for ov in [*study["engine"], *piece.overrides, f"cache.path={ROOT / study['cache']}"]:
+    for ov in [*study["engine"], *study["pipeline"], *piece.overrides, f"cache.path={ROOT / study['cache']}"]:
         argv += ["--set", ov]
     if limit is not None:
         argv += ["--stratified", "--limit", str(limit)]
@@ -194,7 +201,8 @@ def import_study_packs(study: dict[str, Any]) -> None:
 
 
 def export_delta(study: dict[str, Any]) -> Path | None:
-    """Export the LLM calls (``pack_models``) the study's committed packs lack (None: nothing new)."""
+    """Export the LLM calls (``pack_models``) and local-tier outputs (``pack_local``) the study's committed
+    packs lack (None: nothing new)."""
     from modules.cache_pack import Filters, export_pack
 
     cache = ROOT / study["cache"]
@@ -203,7 +211,7 @@ def export_delta(study: dict[str, Any]) -> Path | None:
     dest = ROOT / study["packs"]
     dest.mkdir(parents=True, exist_ok=True)
     bases = sorted(dest.glob("calls-*.pack.gz"))
-    keep = Filters(models=[str(m) for m in study["pack_models"]])
+    keep = Filters(models=[str(m) for m in study["pack_models"]], local=[str(m) for m in study["pack_local"]])
     report = export_pack(cache, dest, filters=keep, base_packs=bases)
     if report.manifest["count"] == 0:  # every call is in a committed pack already: no empty delta
         report.path.unlink()
@@ -252,9 +260,14 @@ def run(study: dict[str, Any], args: argparse.Namespace) -> int:
             f"{piece.n_questions} questions ({piece.done} complete)"
         )
         t0 = time.monotonic()
+        argv, sys_argv = frontier_argv(study, piece, limit), sys.argv
+        # The table's metadata records sys.argv: make it the command that reproduces the table (what
+        # scripts/replay_tables.py reruns), not this script's.
+        sys.argv = ["evaluate.py", *argv]
         try:
-            code = evaluate.main(frontier_argv(study, piece, limit))
+            code = evaluate.main(argv)
         finally:
+            sys.argv = sys_argv
             compact(piece.out)
             export_delta(study)
         last_block_s = time.monotonic() - t0
@@ -284,7 +297,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         print(format_status(statuses(study), len(path_run_ids(study["paths"]))))
         return 0
-    return run(study, args)
+    stopped_by = [signal.SIGINT]
+
+    def on_term(signum: int, frame: object) -> None:
+        stopped_by[0] = signal.SIGTERM
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second kill ends it at once
+        raise KeyboardInterrupt  # unwinds like Ctrl-C: the block's `finally` saves and exports
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return run(study, args)
+    except KeyboardInterrupt:
+        sig = stopped_by[0]
+        print(
+            f"\n{sig.name}: stopped; finished chunks are saved and their calls exported (see above); "
+            "`run` again continues",
+            file=sys.stderr,
+            flush=True,
+        )
+        sys.stdout.flush()
+        # Everything is saved. Leave now rather than through interpreter teardown: a worker thread may still
+        # be inside the engine's native code (vLLM on a CPU), and tearing down under it aborted the process
+        # ("terminate called without an active exception", exit 134 instead of 143).
+        os._exit(128 + int(sig))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -151,8 +151,31 @@ def test_version_mismatch_refused_unless_allowed(source, tmp_path, monkeypatch):
 def test_filters_by_tag_and_model(source, tmp_path):
     rep = export_pack(source, tmp_path / "f.pack.gz", filters=Filters({"module": "entity"}, ("qwen",)))
     # entity = odd i; qwen = i < 6 -> k01, k03, k05
-    assert rep.skipped == 5 and rep.manifest["filters"] == {"tags": {"module": "entity"}, "models": ["qwen"]}
+    assert rep.skipped == 5
+    assert rep.manifest["filters"] == {"tags": {"module": "entity"}, "models": ["qwen"], "local": []}
     assert [k for k, _ in read_pack(rep.path).entries] == ["k01", "k03", "k05"]
+
+
+def _local(method: str | None) -> dict:
+    tags = {"tags": {"module": "topic", "tier": "MID", "strategy": "implementation", "method": method}}
+    return {"raw": ["a phrase"], "gflops": 0.5, "latency_s": 0.01, **(tags if method else {})}
+
+
+def test_local_outputs_are_kept_by_method(source, tmp_path):
+    """A model filter keeps only the listed local methods' outputs (those that can differ between CPUs);
+    an untagged (older) local output goes with no method filter only."""
+    with CallCache(source) as c:
+        c.put_many([("t1", _local("textrank")), ("r1", _local("keyword")), ("u1", _local(None))])
+
+    def keys(flt: Filters) -> list[str]:
+        pack = export_pack(source, tmp_path / "x.pack.gz", filters=flt).path
+        return [k for k, _ in read_pack(pack).entries]
+
+    assert keys(Filters(models=("smol",), local=("textrank",))) == ["k06", "k07", "t1"]
+    assert keys(Filters(models=("smol",))) == ["k06", "k07"]
+    assert keys(Filters(local=("textrank", "keyword"))) == [f"k{i:02d}" for i in range(8)] + ["r1", "t1"]
+    assert keys(Filters()) == [f"k{i:02d}" for i in range(8)] + ["r1", "t1", "u1"]
+    assert keys(Filters({"module": "topic"}, local=("textrank",))) == ["t1"]
 
 
 def test_cli_export_inspect_import(source, tmp_path, capsys):

@@ -85,6 +85,33 @@ def test_implementation_date_format_option_is_checked_and_keys_the_cache():
     assert "7 May 2023" in nat["temporal"].run(_inp("temporal"), Tier.MID).text
 
 
+def test_times_of_day_are_dated_from_the_chunk_when_anchored_not_from_the_wall_clock():
+    """parsedatetime resolves "last night" against the wall clock: the output depended on the day it ran."""
+    from modules.backends.fake import FakeBackend
+    from modules.base import ModuleOutput
+    from modules.cache import CachedLLM, CallCache
+    from modules.pricing import CostModel
+    from modules.strategies.implementation import build_implementation
+    from modules.tier import Tier
+
+    ev = (Evidence("x", 'Sam said, "I watched a film last night and the next morning I ran."', TS),)
+    anchored, _ = learned.tagger_temporal_relations(
+        _inp("temporal", ev=ev), "natural", anchor_times_of_day=True
+    )
+    assert any("| 7 May 2023 (last night;" in r for r in anchored), anchored
+    assert any("| 9 May 2023 (next morning;" in r for r in anchored), anchored
+    legacy, _ = learned.tagger_temporal_relations(_inp("temporal", ev=ev), "natural")
+    assert not any("May 2023 (last night;" in r for r in legacy)  # the old behaviour, kept for its cache keys
+    llms, enc, cache = {"high": CachedLLM(FakeBackend())}, get_encoder("hashing"), CallCache(":memory:")
+    runs: list[ModuleOutput] = [
+        build_implementation(llms, CostModel(), enc, cache, date_format="natural", **opt)["temporal"].run(
+            _inp("temporal", ev=ev), Tier.MID
+        )
+        for opt in ({}, {"anchor_times_of_day": True})
+    ]
+    assert runs[0].text != runs[1].text and not runs[1].cached  # the option is part of the cache key
+
+
 def test_tagger_without_any_reference_date_skips_instead_of_using_today():
     ev = (Evidence("x", 'Bob said, "I moved here yesterday."', None),)
     assert learned.tagger_temporal_relations(_inp("temporal", ev=ev))[0] == []

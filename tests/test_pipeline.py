@@ -138,6 +138,23 @@ def test_local_tiers_are_cached_in_process_and_persistently(tmp_path):
     LRU.clear()  # a new process: the persistent cache still serves them
     third = pipe.run(Q, EV, [Tier.MID] * 5)
     assert all(o.cached for o in third.outputs.values()) and third.memory_text == first.memory_text
+    # Each stored output names its tier and method (a pack export picks outputs by method).
+    from modules.cache_pack import read_sqlite_entries
+
+    stored = read_sqlite_entries(tmp_path / "calls.sqlite")
+    methods = {(v["tags"]["module"], v["tags"]["method"]) for _, v in stored}
+    assert methods == {
+        ("filter", "minilm"), ("entity", "spacy_sm"), ("temporal", "tagger"), ("topic", "textrank"),
+        ("summary", "extractive"),
+    }
+    # An output cached before methods were recorded gets its tags when it is next read (same output).
+    key = pipe.modules["topic"]._tiers[Tier.MID].key(ModuleInput("topic", Q, first.outputs["filter"].value))
+    legacy = {k: v for k, v in cache.get(key).items() if k != "tags"}
+    cache.put(key, legacy)
+    LRU.clear()
+    again = pipe.run(Q, EV, [Tier.MID] * 5)
+    assert again.memory_text == first.memory_text and cache.get(key) == {**legacy, "tags": {
+        "module": "topic", "tier": "MID", "strategy": "implementation", "method": "textrank"}}
     # Relation extractors ignore the question: another question over the same evidence hits.
     filtered = first.outputs["filter"].value
     entity = pipe.modules["entity"]

@@ -4,6 +4,7 @@ its engine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -21,6 +22,7 @@ def _study(tmp_path: Path, **over) -> Path:
     study = {
         "experiment": "none",
         "engine": ["backend=fake", "encoder=hashing", "memory=no_ce", f"question_bank.cache_dir={tmp_path}"],
+        "pipeline": ["strategy.options.anchor_times_of_day=true"],
         "concurrency": 2,
         "paths": "all-low,all-high;fixed:L,H,L,L,L",
         "block": 2,
@@ -30,6 +32,7 @@ def _study(tmp_path: Path, **over) -> Path:
         "cache": str(tmp_path / "study.sqlite"),
         "packs": str(tmp_path / "packs"),
         "pack_models": ["fake-llm"],
+        "pack_local": ["keyword"],
         **over,
     }
     path = tmp_path / "study.yaml"
@@ -51,11 +54,12 @@ def test_blocks_grow_a_complete_table_with_a_delta_pack_each_and_resume_from_the
     assert ps.main(["run", "--study", str(study)]) == 0  # the last block: the whole split
     (piece,) = ps.statuses(ps.load_study(study))
     assert piece.complete and len(list((tmp_path / "packs").glob("calls-*.pack.gz"))) == 2
-    # The packs keep the LLM calls alone: the local tiers' results are recomputed on replay.
+    # The packs keep the LLM calls and the listed local methods' outputs; the others are recomputed on replay.
     from modules.cache_pack import read_pack
 
     entries = [v for p in (tmp_path / "packs").glob("*.pack.gz") for v in dict(read_pack(p).entries).values()]
-    assert entries and {v.get("model_id") for v in entries} == {"fake-llm"}
+    assert {v.get("model_id") for v in entries} == {"fake-llm", None}
+    assert {v["tags"]["method"] for v in entries if "model_id" not in v} == {"keyword"}
     capsys.readouterr()
     assert ps.main(["run", "--study", str(study)]) == 0
     assert "nothing left to run" in capsys.readouterr().out
@@ -68,6 +72,8 @@ def test_blocks_grow_a_complete_table_with_a_delta_pack_each_and_resume_from_the
     out = tmp_path / "outcomes" / "custom-test"
     meta = json.loads((out / "metadata.json").read_text())
     assert meta["n_questions"] == 3 and "engines" in meta
+    # The recorded command is the block's `evaluate.py frontier` (what scripts/replay_tables.py reruns).
+    assert meta["argv"][:2] == ["evaluate.py", "frontier"] and str(out) in meta["argv"]
     argv = ps.frontier_argv(ps.load_study(study), piece, None)
     replay = [a if a != str(out) else str(tmp_path / "replayed") for a in argv]
     assert evaluate.main([*replay, "--replay", "--expect", str(out), "--no-progress"]) == 0
@@ -80,3 +86,38 @@ def test_a_study_file_with_a_bad_key_or_a_path_that_is_not_fixed_is_named(tmp_pa
         ps.load_study(_study(tmp_path, block="forty"))
     with pytest.raises(SystemExit, match="must be fixed tier paths"):
         ps.path_run_ids("all-low,random")
+
+
+def test_kill_stops_a_block_saving_its_chunks_and_exporting_its_calls(tmp_path):
+    """SIGTERM (what ``kill`` sends, and all a background job can get: shells start those with SIGINT
+    ignored) unwinds like Ctrl-C: the finished chunks' records are kept, the calls exported, exit 143."""
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from tests.reliability_support import cli_env
+
+    slow = ["backend.latency_s=0.4", "backend.sleep=true"]
+    study = _study(tmp_path, block=3, concurrency=1)
+    raw = yaml.safe_load(study.read_text())
+    study.write_text(yaml.safe_dump({**raw, "engine": [*raw["engine"], *slow]}))
+    cmd = [sys.executable, str(ROOT / "scripts" / "powered_study.py"), "run", "--study", str(study)]
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    db, deadline = tmp_path / "study.sqlite", time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:  # wait for the first question's calls
+        time.sleep(0.5)
+        if db.exists():
+            with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(db)) as con:
+                if con.execute("select count(*) from calls").fetchone()[0] >= 6:
+                    break
+    assert proc.poll() is None, "the block ended before the signal: make the fake engine slower"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert "SIGTERM: stopped" in err and "Traceback" not in err, err[-3000:]
+    packs = list((tmp_path / "packs").glob("calls-*.pack.gz"))
+    assert len(packs) == 1 and "delta pack" in out  # the calls made before the signal are shipped

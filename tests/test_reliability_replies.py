@@ -29,8 +29,8 @@ from modules.cache import CachedLLM, CallCache, call_key
 from modules.cache_pack import PackError, export_pack, import_pack
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The smallest committed pack (a delta): enough for the command-line checks.
-PACK = ROOT / "results" / "packs" / "calls-6824ed907214d494.pack.gz"
+#: A small committed pack (the powered study's first block): enough for the command-line checks.
+PACK = ROOT / "results" / "packs" / "powered" / "calls-29cbd016b00130de.pack.gz"
 GOOD = {"choices": [{"message": {"content": "Miso"}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 2}}
 

@@ -39,9 +39,16 @@ def build_implementation(
             (weight of the retriever's score in the MID filter, in [0, 1]; default 0),
             ``date_format`` (how the MID tagger writes dates: ``iso``, the default, or ``natural``),
             ``high_adds_to_mid`` (the HIGH entity/temporal/topic/summary add the LLM's output to
-            the MID tier's instead of replacing it; default false).
+            the MID tier's instead of replacing it; default false), ``anchor_times_of_day`` (the MID
+            tagger dates "last night" from the chunk's date, not the wall clock; default false, which
+            keeps the measured tables' cache keys).
     """
-    check_options(NAME, opts, frozenset({"filter_retrieval_weight", "date_format", "high_adds_to_mid"}))
+    check_options(
+        NAME,
+        opts,
+        frozenset({"filter_retrieval_weight", "date_format", "high_adds_to_mid", "anchor_times_of_day"}),
+    )
+    anchor = bool(opts.get("anchor_times_of_day", False))
     adds_to_mid = bool(opts.get("high_adds_to_mid", False))
     keep = bool(opts.get("keep_evidence", False))
     retrieval_weight = float(opts.get("filter_retrieval_weight", 0.0))
@@ -56,6 +63,9 @@ def build_implementation(
             f"strategy.options.date_format must be one of {list(learned.DATE_FORMATS)}, got {date_format!r}"
         )
     k_low, k_mid = module_topk(opts, Tier.LOW), module_topk(opts, Tier.MID)
+    mid_tagger = partial(
+        learned.tagger_temporal_relations, date_format=date_format, anchor_times_of_day=anchor
+    )
     mid_filter = partial(
         learned.embedding_filter, k=k_mid, encoder=encoder, pad=keep, retrieval_weight=retrieval_weight
     )
@@ -76,7 +86,7 @@ def build_implementation(
         },
         "temporal": {
             Tier.LOW: ("regex", rules.regex_temporal_relations, False),
-            Tier.MID: ("tagger", partial(learned.tagger_temporal_relations, date_format=date_format), False),
+            Tier.MID: ("tagger", mid_tagger, False),
         },
         "topic": {
             Tier.LOW: ("keyword", rules.frequency_topics, False),
@@ -89,14 +99,18 @@ def build_implementation(
             ),
         },
     }
+    # The default (ISO, not anchored) keeps its old key "", and natural dates theirs ("natural"): the
+    # records measured with them stay valid.
+    mid_temporal_key = ",".join(
+        part for part, on in (("natural", date_format == "natural"), ("anchored", anchor)) if on
+    )
     high = llm_config(opts, "direct", Tier.HIGH)
     modules: dict[str, Module] = {}
     for name in MODULE_ORDER:
         params = {
             "filter": {Tier.LOW: f"k={k_low}", Tier.MID: mid_key},
             "summary": {Tier.MID: "keep"} if keep else {},
-            # The ISO default keeps its old cache key (and the records measured with it).
-            "temporal": {Tier.MID: "natural"} if date_format == "natural" else {},
+            "temporal": {Tier.MID: mid_temporal_key} if mid_temporal_key else {},
         }.get(name, {})
         tiers = {
             tier: LocalTier(
