@@ -47,7 +47,8 @@ class Piece:
     n_questions: int
     done: int  # questions with a record on every designed path
     per_path: dict[str, int]
-    fingerprints: tuple[str, ...]
+    fingerprint: str  # the records fingerprint of the study's current config and code: what `done` counts
+    stale: tuple[str, ...]  # other fingerprints on disk (an earlier config or code): not counted
 
     @property
     def complete(self) -> bool:
@@ -100,34 +101,49 @@ def path_run_ids(paths: str) -> list[str]:
     return list(dict.fromkeys(safe_id(run.run_id) for s in systems for run in s.runs))
 
 
-def split_question_ids(study: dict[str, Any], bench: dict[str, Any], split: str) -> list[str]:
-    """The split's question ids: every question of its samples, as the question bank holds them."""
-    from benchmarks.registry import get_benchmark
+def piece_config(study: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
+    """The resolved config of one benchmark's blocks, as ``evaluate.py frontier`` builds it from their argv."""
     from evaluation.frontier_config import script_config
 
-    cfg = script_config(study["experiment"], [*study["engine"], *bench.get("set", [])], bench["name"])
+    return script_config(
+        study["experiment"], [*study["engine"], *study["pipeline"], *bench.get("set", [])], bench["name"]
+    )
+
+
+def split_questions(study: dict[str, Any], bench: dict[str, Any], split: str) -> tuple[list[str], str]:
+    """The split's question ids (every question of its samples) and the records fingerprint they get now.
+
+    The fingerprint is the one ``evaluate.py frontier`` computes for the study's blocks: the record-relevant
+    config and the data checksums, so a changed config or module code gives a new one.
+    """
+    from benchmarks.registry import get_benchmark
+    from common.provenance import data_checksums
+    from evaluation.frontier_runner import record_fingerprint
+
+    cfg = piece_config(study, bench)
     opts = dict((cfg.get("benchmark") or {}).get("options") or {})
     data = get_benchmark(bench["name"], data_dir=cfg.get("data_dir"), **opts)
-    return [str(q.question_id) for sample in data.load(split) for q in sample.questions]
+    qids = [str(q.question_id) for sample in data.load(split) for q in sample.questions]
+    return qids, record_fingerprint(cfg, data_checksums(data.data_files()))
 
 
 def piece_status(study: dict[str, Any], bench: dict[str, Any], split: str, run_ids: list[str]) -> Piece:
-    """How far one (benchmark, split) is, from its record files."""
+    """How far one (benchmark, split) is, from the record files of the current fingerprint."""
     from evaluation.frontier_runner import RecordStore
 
     out = ROOT / study["out"] / f"{bench['name']}-{split}"
-    qids = set(split_question_ids(study, bench, split))
-    fps = tuple(sorted(p.name for p in (out / "records").glob("*") if p.is_dir()))
+    ids, fp = split_questions(study, bench, split)
+    qids = set(ids)
+    on_disk = sorted(p.name for p in (out / "records").glob("*") if p.is_dir())
     per_path: dict[str, int] = {}
     have: set[str] | None = None
     for rid in run_ids:
-        got: set[str] = set()
-        for fp in fps:
-            got |= set(RecordStore(out / "records" / fp / split / f"{rid}.jsonl").records) & qids
+        got = set(RecordStore(out / "records" / fp / split / f"{rid}.jsonl").records) & qids
         per_path[rid] = len(got)
         have = got if have is None else have & got
+    stale = tuple(f for f in on_disk if f != fp)
     return Piece(
-        bench["name"], split, tuple(bench.get("set", [])), out, len(qids), len(have or ()), per_path, fps
+        bench["name"], split, tuple(bench.get("set", [])), out, len(qids), len(have or ()), per_path, fp, stale
     )
 
 
@@ -140,15 +156,15 @@ def statuses(study: dict[str, Any]) -> list[Piece]:
 def format_status(pieces: list[Piece], n_paths: int) -> str:
     """A table: per piece, questions with every path, the least-covered path, and the record fingerprints."""
     lines = [
-        f"{'benchmark/split':<26} {'questions':>9} {'complete':>9} {'least path':>11}  records",
+        f"{'benchmark/split':<26} {'questions':>9} {'complete':>9} {'least path':>11}  fingerprint",
         "-" * 72,
     ]
     for p in pieces:
         least = min(p.per_path.values()) if p.per_path else 0
-        fps = ", ".join(p.fingerprints) or "-"
-        warn = "  (several fingerprints: the config or code changed)" if len(p.fingerprints) > 1 else ""
+        # Records of an earlier config or code are not this config's outcomes: name them, count nothing.
+        stale = f"  (not counted: {', '.join(p.stale)}, an earlier config or code)" if p.stale else ""
         lines.append(
-            f"{p.benchmark + '/' + p.split:<26} {p.n_questions:>9} {p.done:>9} {least:>11}  {fps}{warn}"
+            f"{p.benchmark + '/' + p.split:<26} {p.n_questions:>9} {p.done:>9} {least:>11}  {p.fingerprint}{stale}"
         )
     total = sum(p.n_questions for p in pieces)
     done = sum(p.done for p in pieces)

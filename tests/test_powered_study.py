@@ -50,6 +50,15 @@ def test_blocks_grow_a_complete_table_with_a_delta_pack_each_and_resume_from_the
     # Records are committed compressed.
     records = list((tmp_path / "outcomes").rglob("*.jsonl*"))
     assert records and all(p.suffix == ".gz" for p in records)
+    assert [p.name for p in (tmp_path / "outcomes" / "custom-test" / "records").iterdir()] == [piece.fingerprint]
+    # A changed pipeline gives new records: the old ones are named, not counted as this config's outcomes.
+    raw = yaml.safe_load(study.read_text())
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump({**raw, "pipeline": []}))
+    (moved,) = ps.statuses(ps.load_study(changed))
+    assert moved.fingerprint != piece.fingerprint and moved.stale == (piece.fingerprint,)
+    assert moved.done == 0 and set(moved.per_path.values()) == {0}
+    assert f"not counted: {piece.fingerprint}" in ps.format_status([moved], len(moved.per_path))
 
     assert ps.main(["run", "--study", str(study)]) == 0  # the last block: the whole split
     (piece,) = ps.statuses(ps.load_study(study))
