@@ -102,7 +102,7 @@ def path_run_ids(paths: str) -> list[str]:
 
 
 def piece_config(study: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
-    """The resolved config of one benchmark's blocks, as ``evaluate.py frontier`` builds it from their argv."""
+    """The resolved config of one benchmark's blocks, as ``evaluate.py frontier`` builds it from the argv."""
     from evaluation.frontier_config import script_config
 
     return script_config(
@@ -142,9 +142,8 @@ def piece_status(study: dict[str, Any], bench: dict[str, Any], split: str, run_i
         per_path[rid] = len(got)
         have = got if have is None else have & got
     stale = tuple(f for f in on_disk if f != fp)
-    return Piece(
-        bench["name"], split, tuple(bench.get("set", [])), out, len(qids), len(have or ()), per_path, fp, stale
-    )
+    overrides = tuple(bench.get("set", []))
+    return Piece(bench["name"], split, overrides, out, len(qids), len(have or ()), per_path, fp, stale)
 
 
 def statuses(study: dict[str, Any]) -> list[Piece]:
@@ -163,9 +162,8 @@ def format_status(pieces: list[Piece], n_paths: int) -> str:
         least = min(p.per_path.values()) if p.per_path else 0
         # Records of an earlier config or code are not this config's outcomes: name them, count nothing.
         stale = f"  (not counted: {', '.join(p.stale)}, an earlier config or code)" if p.stale else ""
-        lines.append(
-            f"{p.benchmark + '/' + p.split:<26} {p.n_questions:>9} {p.done:>9} {least:>11}  {p.fingerprint}{stale}"
-        )
+        name = f"{p.benchmark}/{p.split}"
+        lines.append(f"{name:<26} {p.n_questions:>9} {p.done:>9} {least:>11}  {p.fingerprint}{stale}")
     total = sum(p.n_questions for p in pieces)
     done = sum(p.done for p in pieces)
     lines.append(

@@ -50,7 +50,8 @@ def test_blocks_grow_a_complete_table_with_a_delta_pack_each_and_resume_from_the
     # Records are committed compressed.
     records = list((tmp_path / "outcomes").rglob("*.jsonl*"))
     assert records and all(p.suffix == ".gz" for p in records)
-    assert [p.name for p in (tmp_path / "outcomes" / "custom-test" / "records").iterdir()] == [piece.fingerprint]
+    records_dir = tmp_path / "outcomes" / "custom-test" / "records"
+    assert [p.name for p in records_dir.iterdir()] == [piece.fingerprint]
     # A changed pipeline gives new records: the old ones are named, not counted as this config's outcomes.
     raw = yaml.safe_load(study.read_text())
     changed = tmp_path / "changed.yaml"
