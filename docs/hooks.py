@@ -6,7 +6,9 @@
 * the figures under ``results/`` (frontier plots, headroom and routability figures), served at their
   repository paths so that the results pages show the committed files;
 * ``<!-- frontier-table: results/frontier/DIR -->`` in a page becomes the table of that directory's committed
-  ``frontier.csv``, the file a replay with ``--expect`` compares cell by cell.
+  ``frontier.csv``, the file a replay with ``--expect`` compares cell by cell;
+* ``<!-- paired-table: RECORDS_DIR REF[,REF] SYSTEM[,SYSTEM...] -->`` becomes the paired differences of those
+  record files against each reference, on the questions all of them cover (``evaluation.paired_table``).
 
 ``tests/test_docs_site.py`` checks the generated pages against the schema and the parsers.
 """
@@ -31,6 +33,7 @@ if str(ROOT) not in sys.path:  # mkdocs runs from the repository root, but not a
     sys.path.insert(0, str(ROOT))
 
 FRONTIER_MARK = re.compile(r"<!--\s*frontier-table:\s*(\S+)\s*-->")
+PAIRED_MARK = re.compile(r"<!--\s*paired-table:\s*(\S+)\s+(\S+)\s+(\S+)\s*-->")
 _FIELD_LINE = re.compile(r"^(\w+)\s*:\s*\S")
 _ADDED_FIELD = re.compile(r"""__annotations__\[["'](\w+)["']\]""")
 
@@ -235,9 +238,20 @@ def frontier_table(directory: str | os.PathLike[str]) -> str:
     return "\n".join(lines)
 
 
+def paired_markdown(records_dir: str, references: str, systems: str) -> str:
+    """The paired-difference table of committed record files (comma lists of run ids), on common questions."""
+    from evaluation.paired_table import markdown, paired_table
+
+    def ids(text: str) -> list[str]:
+        return [s for s in text.split(",") if s]
+
+    return markdown(paired_table(ROOT / records_dir, ids(references), ids(systems), common=True))
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace each ``frontier-table`` marker with the table of its committed ``frontier.csv``."""
-    return FRONTIER_MARK.sub(lambda m: frontier_table(m.group(1)), markdown)
+    """Replace each ``frontier-table`` and ``paired-table`` marker with its table from the committed files."""
+    markdown = FRONTIER_MARK.sub(lambda m: frontier_table(m.group(1)), markdown)
+    return PAIRED_MARK.sub(lambda m: paired_markdown(*m.groups()), markdown)
 
 
 def on_files(files: Any, config: Any) -> Any:

@@ -3,11 +3,14 @@
 
     python scripts/paired_diff.py results/frontier/<dir>/records/<fingerprint>/test \\
         fixed-LLLLL router-<sha>-lam0 fixed-MMMMM             # each system minus the first
+    python scripts/paired_diff.py <records dir> fixed-LLLLL,fixed-MMMMM fixed-HHHHH fixed-MMMMH \\
+        --common --markdown                                  # minus each reference, as a markdown table
 
 ``evaluate.py frontier`` reports differences against one reference (``--reference``, all-HIGH by
-default); this prints them against any other system (all-LOW, say) from the committed records,
-without re-running anything: per system, its mean with a bootstrap interval, the paired mean
-difference (both resampled on the same questions) and how many questions got better / worse.
+default); this prints them against any others (all-LOW, say) from the committed records, without
+re-running anything: per system, its mean with a bootstrap interval, the paired mean difference (both
+resampled on the same questions) and how many questions got better / worse
+(``evaluation.paired_table``).
 """
 
 from __future__ import annotations
@@ -16,73 +19,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from evaluation.bootstrap import (
-    DEFAULT_ALPHA,
-    DEFAULT_N_BOOT,
-    DEFAULT_SEED,
-    bootstrap_mean,
-    make_resampler,
-    paired_difference,
-)
-from evaluation.frontier_runner import RecordStore
-
-
-def load_scores(path: Path, metric: str) -> dict[str, float]:
-    """``{question_id: metric}`` of one record file (``<run_id>.jsonl``).
-
-    Raises:
-        FileNotFoundError: If the file is missing.
-        ValueError: On a malformed line or a record without a numeric ``metric`` (file and line named).
-    """
-    store = RecordStore(path)  # reads <path> or its committed <path>.gz
-    if not store.path.is_file():
-        raise FileNotFoundError(f"{path}: no such record file")
-    out: dict[str, float] = {}
-    for qid, rec in store.records.items():
-        try:
-            out[qid] = float(rec[metric])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{store.path}: question {qid}: no numeric {metric!r} ({exc!r})") from exc
-    return out
-
-
-def paired_rows(
-    records_dir: Path, reference: str, systems: list[str], metric: str = "f1", n_boot: int = DEFAULT_N_BOOT
-) -> list[str]:
-    """One printed line per system: mean [CI], paired difference to ``reference`` [CI], better / worse.
-
-    Raises:
-        ValueError: If a system's records cover other questions than the reference's.
-    """
-    ref = load_scores(records_dir / f"{reference}.jsonl", metric)
-    ids = sorted(ref)
-    rs = make_resampler(len(ids), n_boot=n_boot, seed=DEFAULT_SEED)
-    base = np.array([ref[q] for q in ids])
-    b_est, b_reps = bootstrap_mean(base, rs)
-    lines = [
-        f"{reference}: {metric} {b_est.mean:.3f} [{b_est.lo:.3f}, {b_est.hi:.3f}] ({len(ids)} questions)"
-    ]
-    for name in systems:
-        scores = load_scores(records_dir / f"{name}.jsonl", metric)
-        if set(scores) != set(ref):
-            missing = len(set(ref) - set(scores))
-            extra = len(set(scores) - set(ref))
-            raise ValueError(
-                f"{name}: records cover other questions than {reference} ({missing} missing, {extra} extra)"
-            )
-        vals = np.array([scores[q] for q in ids])
-        est, reps = bootstrap_mean(vals, rs)
-        diff = paired_difference(est.mean, reps, b_est.mean, b_reps, DEFAULT_ALPHA)
-        better, worse = int((vals > base + 1e-9).sum()), int((vals < base - 1e-9).sum())
-        lines.append(
-            f"{name}: {metric} {est.mean:.3f} [{est.lo:.3f}, {est.hi:.3f}]  − {reference}: "
-            f"{diff.mean:+.3f} [{diff.lo:+.3f}, {diff.hi:+.3f}]  better / worse {better} / {worse}"
-        )
-    return lines
+from evaluation.bootstrap import DEFAULT_N_BOOT
+from evaluation.paired_table import markdown, paired_table, text_lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,18 +33,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "records_dir", type=Path, help="a frontier records dir (…/records/<fingerprint>/<split>)"
     )
-    parser.add_argument("reference", help="run id (file stem) every other system is compared with")
+    parser.add_argument(
+        "reference", help="run id (file stem) every other system is compared with; a comma list for several"
+    )
     parser.add_argument("systems", nargs="+", help="run ids to compare")
     parser.add_argument("--metric", default="f1", help="record field (f1, em, module_cost, ...)")
     parser.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
+    parser.add_argument(
+        "--common",
+        action="store_true",
+        help="compare on the questions every file covers (default: the files must cover the same ones)",
+    )
+    parser.add_argument("--markdown", action="store_true", help="print a markdown table")
     args = parser.parse_args(argv)
+    references = [r.strip() for r in args.reference.split(",") if r.strip()]
     try:
-        print(
-            "\n".join(paired_rows(args.records_dir, args.reference, args.systems, args.metric, args.n_boot))
+        table = paired_table(
+            args.records_dir, references, args.systems, args.metric, args.n_boot, common=args.common
         )
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    print(markdown(table) if args.markdown else "\n".join(text_lines(table)))
+    left = {name: n for name, n in table.beyond.items() if n}
+    if left:
+        print(f"({len(table.qids)} questions every file covers; left out: {left})", file=sys.stderr)
     return 0
 
 

@@ -141,3 +141,23 @@ def test_headline_numbers_quoted_outside_the_results_pages_match_the_csvs() -> N
             best = next(s for s in f1 if s.startswith("best-fixed ("))
             path = best[len("best-fixed (") : -1]
             assert f"`{path}` {f1[best]:.3f}" in cells[5], f"{page.name} {name} best-fixed: {cells[5]}"
+
+
+def test_the_powered_study_page_names_the_question_count_its_tables_have(hooks) -> None:
+    """The page's prose says how many questions the study has reached; the tables it renders must agree."""
+    import csv
+
+    page = (ROOT / "docs" / "results" / "powered.md").read_text(encoding="utf-8")
+    table = ROOT / "results" / "outcomes" / "locomo-test" / "frontier.csv"
+    with open(table, newline="", encoding="utf-8") as fh:
+        n_table = {int(r["n_questions"]) for r in csv.DictReader(fh)}
+    (paired,) = hooks.PAIRED_MARK.findall(page)
+    rendered = hooks.paired_markdown(*paired)
+    from evaluation.paired_table import paired_table
+
+    directory, refs, systems = paired
+    n_paired = len(paired_table(ROOT / directory, refs.split(","), systems.split(","), common=True).qids)
+    counts = r"(\d+) of 314|(?:same|these) (\d+) questions|\| LoCoMo test \| 314 \| (\d+) \|"
+    stated = {int(n) for groups in re.findall(counts, page) for n in groups if n}
+    assert stated and stated == n_table == {n_paired}, (stated, n_table, n_paired)
+    assert rendered.count("\n") == 1 + len(dict.fromkeys([*refs.split(","), *systems.split(",")]))

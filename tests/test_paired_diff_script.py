@@ -40,3 +40,22 @@ def test_errors_name_the_file_and_the_problem(tmp_path, capsys):
     assert "absent.jsonl: no such record file" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         pd.main([str(tmp_path)])
+
+
+def test_several_references_on_the_common_questions_as_a_markdown_table(tmp_path, capsys):
+    # A study's files grow one path at a time: fixed-LLLLL already has question "e", the others not yet.
+    _records(tmp_path / "fixed-LLLLL.jsonl", {"a": 0.0, "b": 0.5, "c": 1.0, "d": 0.25, "e": 1.0})
+    _records(tmp_path / "fixed-MMMMM.jsonl", {"a": 0.5, "b": 0.5, "c": 1.0, "d": 0.25})
+    _records(tmp_path / "fixed-MMMMH.jsonl", {"a": 0.5, "b": 1.0, "c": 1.5, "d": 0.75})
+    argv = [str(tmp_path), "fixed-LLLLL,fixed-MMMMM", "fixed-MMMMH", "--n-boot", "200"]
+    assert pd.main(argv) == 2
+    assert "--common compares on the questions all files cover" in capsys.readouterr().err
+    assert pd.main([*argv, "--common", "--markdown"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == "| path | f1 [95% CI] | − `L,L,L,L,L` | − `M,M,M,M,M` |"
+    assert lines[2].startswith("| `L,L,L,L,L` | 0.438 [")
+    assert lines[2].endswith(" | — | −0.125 [−0.375, +0.000] |")
+    # +0.5 over all-LOW on every question (no spread: bold, the interval excludes 0); +0.375 over all-MID.
+    assert "| **+0.500 [+0.500, +0.500]** | **+0.375 [+0.125, +0.500]** |" in lines[4]
+    assert "4 questions every file covers; left out: {'fixed-LLLLL': 1}" in err
