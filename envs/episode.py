@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -152,13 +153,17 @@ class Episode:
         self.components = components
         self.cost_lambda = components.cost_weight.default if cost_lambda is None else float(cost_lambda)
         q = item.question
-        self.query_emb = components.obs_builder.embed(q.question)
         self.run: RoutableRun = components.pipeline.begin(
             q.question, list(item.evidence), question_date=q.question_date
         )
         self.tiers: list[Tier] = []
         self.module_costs: dict[str, Cost] = {}
         self._cost_so_far = 0.0
+
+    @functools.cached_property
+    def query_emb(self) -> np.ndarray:
+        """The question's embedding, computed at the first observation (a fixed path never asks)."""
+        return self.components.obs_builder.embed(self.item.question.question)
 
     @property
     def done(self) -> bool:

@@ -24,6 +24,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 __all__ = [
+    "NO_OBSERVATION",
     "DecideFn",
     "EpisodeRecord",
     "OnRecord",
@@ -35,8 +36,16 @@ __all__ = [
 ]
 
 
+#: What a policy that does not read observations gets instead of one (``observe=False``).
+NO_OBSERVATION = np.zeros(0, dtype=np.float32)
+
+
 def run_episode(
-    item: QuestionItem, decide: DecideFn, components: EnvComponents, cost_lambda: float | None = None
+    item: QuestionItem,
+    decide: DecideFn,
+    components: EnvComponents,
+    cost_lambda: float | None = None,
+    observe: bool = True,
 ) -> EpisodeRecord:
     """Route one question with ``decide`` and return its record.
 
@@ -46,6 +55,8 @@ def run_episode(
         components: From :func:`envs.components.make_components`.
         cost_lambda: The λ in the observations (the same weights route differently at each λ);
             None = ``components.cost_weight.default``.
+        observe: False for a policy that never reads its observation (a fixed or random path): it gets
+            :data:`NO_OBSERVATION`, and the module inputs are not embedded. The record is the same.
 
     Returns:
         The episode record (judge filled in when ``components.judge`` is set).
@@ -53,7 +64,7 @@ def run_episode(
     ep = Episode(item, components, cost_lambda)
     while not ep.done:
         module = ep.module
-        ep.step(decide(ep.observation(), module))
+        ep.step(decide(ep.observation() if observe else NO_OBSERVATION, module))
     return ep.finish(run_judge=components.judge is not None)
 
 
@@ -116,6 +127,7 @@ def run_episodes(
     on_record: OnRecord | None = None,
     progress: bool = True,
     desc: str = "evaluate",
+    observe: bool = True,
 ) -> list[EpisodeRecord]:
     """One episode per item, ``concurrency`` of them in flight (:func:`map_in_flight`); records in order.
 
@@ -128,12 +140,14 @@ def run_episodes(
         on_record: Called with ``(index, record)`` as each episode finishes.
         progress: Show a progress bar.
         desc: The bar's label.
+        observe: False when the policies never read observations (:func:`run_episode`).
     """
     items = list(items)
-    # One encoder batch for all queries is much faster than one call per episode (MiniLM on CPU).
-    components.obs_builder.embed_many([it.question.question for it in items])
+    if observe:
+        # One encoder batch for all queries is much faster than one call per episode (MiniLM on CPU).
+        components.obs_builder.embed_many([it.question.question for it in items])
     return map_in_flight(
-        lambda item: run_episode(item, decide_for(item), components, cost_lambda), items,
+        lambda item: run_episode(item, decide_for(item), components, cost_lambda, observe), items,
         concurrency=concurrency, on_result=on_record, progress=progress, desc=desc,
     )  # fmt: skip
 

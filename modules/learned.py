@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
+import weakref
+from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -262,6 +265,35 @@ def textrank_topics(inp: ModuleInput, n: int = 6) -> tuple[list[str], float]:
 SUMMARY_SENTENCES, SUMMARY_RELATIONS_PER_MODULE = 5, 5
 
 
+#: Per encoder, (query, sentences) -> the indices :func:`extractive_summary` keeps. The ranking reads only the
+#: question and the filtered evidence, which most tier paths of one question share (the relations, the
+#: summary's other input, differ by path): without it, a 13-path replay spent most of its time embedding the
+#: same sentences again. The same inputs go to the encoder as the same batch, so the indices are the ones a
+#: recomputation gives. Keyed by the encoder object (weakly): two encoders never share an entry.
+_Ranked = OrderedDict[tuple[str, tuple[str, ...]], tuple[int, ...]]
+_TOP_SENTENCES: weakref.WeakKeyDictionary[Encoder, _Ranked] = weakref.WeakKeyDictionary()
+_TOP_SENTENCES_MAX = 4096  # per encoder: a 40-question block of 13 paths needs ~120
+_TOP_SENTENCES_LOCK = threading.Lock()
+
+
+def _top_sentences(encoder: Encoder, query: str, sentences: tuple[str, ...]) -> tuple[int, ...]:
+    """Indices of the :data:`SUMMARY_SENTENCES` sentences most similar to ``query``, in their order."""
+    key = (query, sentences)
+    with _TOP_SENTENCES_LOCK:
+        memo = _TOP_SENTENCES.setdefault(encoder, OrderedDict())
+        if key in memo:
+            memo.move_to_end(key)
+            return memo[key]
+    emb = encoder.encode([query, *sentences])
+    sims = emb[1:] @ emb[0]
+    top = tuple(sorted(sorted(range(len(sentences)), key=lambda i: (-float(sims[i]), i))[:SUMMARY_SENTENCES]))
+    with _TOP_SENTENCES_LOCK:
+        memo[key] = top
+        if len(memo) > _TOP_SENTENCES_MAX:
+            memo.popitem(last=False)
+    return top
+
+
 def extractive_summary(inp: ModuleInput, encoder: Encoder, keep_evidence: bool = False) -> tuple[str, float]:
     """A structured extractive summary (no generation).
 
@@ -281,9 +313,7 @@ def extractive_summary(inp: ModuleInput, encoder: Encoder, keep_evidence: bool =
     picked: list[str] = []
     cost = 0.0
     if sents:
-        emb = encoder.encode([inp.query, *(s for _, s in sents)])
-        sims = emb[1:] @ emb[0]
-        top = sorted(sorted(range(len(sents)), key=lambda i: (-float(sims[i]), i))[:SUMMARY_SENTENCES])
+        top = _top_sentences(encoder, inp.query, tuple(s for _, s in sents))
         picked = [f"- ({sents[i][0]}) {sents[i][1]}" if sents[i][0] else f"- {sents[i][1]}" for i in top]
         cost += gflops("minilm", inp.query + " " + " ".join(s for _, s in sents))
     if keep_evidence:

@@ -255,3 +255,32 @@ def test_topic_mid_logs_nothing_a_user_cannot_act_on():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "pattern" not in out.stderr, out.stderr
+
+
+def test_extractive_summary_ranks_the_sentences_of_one_question_and_evidence_once_per_encoder():
+    """Tier paths of one question share its filtered evidence, not its relations: the ranking is computed once
+    per encoder and (query, sentences), and the summary is the one a fresh ranking gives."""
+    from memory.encoder import HashingEncoder
+
+    class Counting(HashingEncoder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def encode(self, texts, batch_size=64):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            return super().encode(texts)
+
+    enc = Counting()
+    a = _inp("summary", relations={"temporal": ("went to group | 2023-05-07",)})
+    b = _inp("summary", relations={"entity": ("Caroline | support group",)})
+    first, _ = learned.extractive_summary(a, encoder=enc)
+    other, _ = learned.extractive_summary(b, encoder=enc)
+    assert enc.calls == 1  # the second path's summary reused the ranking
+    assert "Dates: went to group" in first and "People and things: Caroline" in other
+    assert first.split("Dates:")[0] == other.split("People and things:")[0]  # the same sentences picked
+    fresh = Counting()
+    again, _ = learned.extractive_summary(a, encoder=fresh)
+    assert fresh.calls == 1 and again == first  # another encoder ranks anew, with the same result
+    learned.extractive_summary(_inp("summary", query="Who went where?"), encoder=enc)
+    assert enc.calls == 2  # another question: a new ranking

@@ -112,3 +112,40 @@ def test_judge_metric_and_failures():
     for _ in range(5):
         *_, r_info = env.step(2)
     assert r_info["judge_failed"] and r_info["reward_terms"]["r_task"] == 0.0
+
+
+def test_fixed_and_random_paths_run_without_observations_and_give_the_same_records(monkeypatch, tmp_path):
+    """A policy that never reads its observation (a fixed or random path) gets none: building one embeds each
+    module's input, most of a replayed table's time. The records are those of a run that built them."""
+    from envs.rollout import NO_OBSERVATION, run_episodes
+    from evaluation.frontier_runner import fixed_run, random_run
+    from modules.tier import Tier
+
+    comps = make_fake_components()
+    items = make_fake_bank(n_per_type=2)
+    seen: list[int] = []
+    fixed = fixed_run((Tier.LOW, Tier.MID, Tier.HIGH, Tier.MID, Tier.LOW))
+    assert not fixed.observes and not random_run(0).observes
+
+    def watching(item):
+        decide = fixed.decide_for(item)
+        return lambda obs, module: (seen.append(obs.size), decide(obs, module))[1]
+
+    built = run_episodes(items, watching, comps, progress=False)
+    assert seen and min(seen) > 0  # observed: real observations
+    seen.clear()
+
+    def no_embedding(*args, **kwargs):
+        raise AssertionError("an observation was built for a policy that does not read it")
+
+    monkeypatch.setattr(comps.obs_builder, "embed", no_embedding)
+    monkeypatch.setattr(comps.obs_builder, "embed_many", no_embedding)
+    blind = run_episodes(items, watching, comps, progress=False, observe=False)
+    assert set(seen) == {NO_OBSERVATION.size}
+    strip = lambda r: {k: v for k, v in r.to_dict().items() if k != "latency_s"}  # noqa: E731
+    assert [strip(r) for r in blind] == [strip(r) for r in built]
+    # The frontier evaluates a fixed path's run spec the same way (no observation built).
+    from evaluation.frontier_runner import RecordStore, evaluate_run
+
+    records = evaluate_run(fixed, items, comps, RecordStore(tmp_path / "fixed.jsonl"), progress=False)
+    assert [r["f1"] for r in records] == [r.f1 for r in built]
