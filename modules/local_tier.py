@@ -53,6 +53,13 @@ class _LRU:
 LRU = _LRU(_LRU_SIZE)
 
 
+def _cache_identity(cache: CallCache | None) -> str:
+    """Which cache an LRU entry belongs to: its path (an in-memory cache: the object)."""
+    if cache is None:
+        return ""
+    return f"memory@{id(cache)}" if cache.path == ":memory:" else cache.path
+
+
 def input_key(inp: ModuleInput, *, reads_query: bool) -> str:
     """Hash of the input fields a tier reads.
 
@@ -117,7 +124,11 @@ class LocalTier:
     def __call__(self, inp: ModuleInput) -> ModuleOutput:
         """Return the (possibly cached) output of the tier on ``inp``."""
         key = self.key(inp)
-        stored = LRU.get(key)
+        # The LRU is process-wide; keyed by the cache too, so that a hit means this cache holds the output.
+        # Otherwise an output computed for another cache earlier in the process (a test, a second study) is
+        # never written to this one, and a pack exported from it lacks the output a replay needs.
+        lru_key = f"{_cache_identity(self.cache)}|{key}"
+        stored = LRU.get(lru_key)
         if stored is None and self.cache is not None:
             stored = self.cache.get(key)
             if stored is not None:
@@ -126,7 +137,7 @@ class LocalTier:
                     if "tags" not in stored:  # cached before outputs named their method: name it now, so
                         stored = {**stored, "tags": self.tags}  # that a pack export can pick it by method
                         self.cache.put(key, stored)
-                    LRU.put(key, stored)
+                    LRU.put(lru_key, stored)
                 except InvalidResult as exc:
                     warnings.warn(
                         f"call cache {self.cache.path}: entry {key} is not a valid {self.module} "
@@ -139,7 +150,7 @@ class LocalTier:
             t0 = time.perf_counter()
             raw, gf = self.fn(inp)
             stored = {"raw": raw, "gflops": gf, "latency_s": time.perf_counter() - t0, "tags": self.tags}
-            LRU.put(key, stored)
+            LRU.put(lru_key, stored)
             if self.cache is not None:
                 self.cache.put(key, stored)
         raw = stored["raw"]

@@ -231,3 +231,27 @@ def test_reasoning_and_capacity_pipelines_build_and_run():
         Q, EV, list(Tier) + [Tier.LOW] * 2
     )
     assert res.total_cost.models == tuple(sorted(DEFAULT_MODELS.values()))
+
+
+def test_a_local_output_computed_for_one_cache_is_written_to_the_next_cache_that_asks(tmp_path):
+    """The in-process memo of local outputs is per cache: a second cache (a second study, or a test after
+    another) gets the output written, so a pack exported from it holds what a replay needs."""
+    from modules.base import ModuleInput
+    from modules.local_tier import LocalTier
+    from modules.pricing import CostModel
+    from modules.tier import Tier
+
+    calls: list[str] = []
+
+    def fn(inp):
+        calls.append(inp.query)
+        return ["x"], 1.0
+
+    caches = [CallCache(tmp_path / "a.sqlite"), CallCache(tmp_path / "b.sqlite")]
+    inp = ModuleInput("topic", "q?", ())
+    for cache in caches:
+        args = ("topic", Tier.LOW, "implementation", "words", fn, CostModel(), cache)
+        tier = LocalTier(*args, reads_query=True)
+        assert tier(inp).value == ("x",)
+        assert cache.get(tier.key(inp)) is not None  # this cache holds it
+    assert calls == ["q?", "q?"]  # once per cache: a memo hit never stands in for the second cache's entry
