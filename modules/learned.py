@@ -9,12 +9,12 @@ import logging
 import re
 import threading
 import weakref
-from collections import OrderedDict
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
 
+from common.lru import LRU
 from memory.encoder import Encoder
 from memory.lexical import zscore
 from modules.base import ModuleInput
@@ -270,27 +270,27 @@ SUMMARY_SENTENCES, SUMMARY_RELATIONS_PER_MODULE = 5, 5
 #: summary's other input, differ by path): without it, a 13-path replay spent most of its time embedding the
 #: same sentences again. The same inputs go to the encoder as the same batch, so the indices are the ones a
 #: recomputation gives. Keyed by the encoder object (weakly): two encoders never share an entry.
-_Ranked = OrderedDict[tuple[str, tuple[str, ...]], tuple[int, ...]]
-_TOP_SENTENCES: weakref.WeakKeyDictionary[Encoder, _Ranked] = weakref.WeakKeyDictionary()
+_TOP_SENTENCES: weakref.WeakKeyDictionary[Encoder, LRU[tuple[str, tuple[str, ...]], tuple[int, ...]]] = (
+    weakref.WeakKeyDictionary()
+)
 _TOP_SENTENCES_MAX = 4096  # per encoder: a 40-question block of 13 paths needs ~120
 _TOP_SENTENCES_LOCK = threading.Lock()
 
 
 def _top_sentences(encoder: Encoder, query: str, sentences: tuple[str, ...]) -> tuple[int, ...]:
     """Indices of the :data:`SUMMARY_SENTENCES` sentences most similar to ``query``, in their order."""
+    with _TOP_SENTENCES_LOCK:
+        memo = _TOP_SENTENCES.get(encoder)
+        if memo is None:
+            memo = _TOP_SENTENCES[encoder] = LRU(_TOP_SENTENCES_MAX)
     key = (query, sentences)
-    with _TOP_SENTENCES_LOCK:
-        memo = _TOP_SENTENCES.setdefault(encoder, OrderedDict())
-        if key in memo:
-            memo.move_to_end(key)
-            return memo[key]
-    emb = encoder.encode([query, *sentences])
-    sims = emb[1:] @ emb[0]
-    top = tuple(sorted(sorted(range(len(sentences)), key=lambda i: (-float(sims[i]), i))[:SUMMARY_SENTENCES]))
-    with _TOP_SENTENCES_LOCK:
-        memo[key] = top
-        if len(memo) > _TOP_SENTENCES_MAX:
-            memo.popitem(last=False)
+    top = memo.get(key)
+    if top is None:
+        emb = encoder.encode([query, *sentences])
+        sims = emb[1:] @ emb[0]
+        ranked = sorted(range(len(sentences)), key=lambda i: (-float(sims[i]), i))
+        top = tuple(sorted(ranked[:SUMMARY_SENTENCES]))
+        memo.put(key, top)
     return top
 
 

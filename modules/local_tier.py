@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from common.lru import LRU as MemoLRU
 from modules.backends.result_check import InvalidResult, check_local_output
 from modules.base import MODULES_CODE_VERSION, ModuleInput, ModuleOutput, ModuleValue
 from modules.cache import CallCache
@@ -23,34 +22,8 @@ LocalFn = Callable[[ModuleInput], tuple[Any, float]]
 _LRU_SIZE = 8192
 
 
-class _LRU:
-    """A tiny thread-safe LRU of JSON-able values (process-wide, shared by all tiers)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._data: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        with self._lock:
-            val = self._data.get(key)
-            if val is not None:
-                self._data.move_to_end(key)
-            return val
-
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.size:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-
-
-LRU = _LRU(_LRU_SIZE)
+#: Local outputs of this process, shared by all tiers: keyed by cache and output key (see ``__call__``).
+LRU: MemoLRU[str, dict[str, Any]] = MemoLRU(_LRU_SIZE)
 
 
 def _cache_identity(cache: CallCache | None) -> str:

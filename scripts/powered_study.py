@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -101,13 +102,16 @@ def path_run_ids(paths: str) -> list[str]:
     return list(dict.fromkeys(safe_id(run.run_id) for s in systems for run in s.runs))
 
 
+def block_overrides(study: dict[str, Any], bench_set: Sequence[str]) -> list[str]:
+    """The config overrides of one benchmark's blocks: the engine, the pipeline, then the benchmark's own."""
+    return [*study["engine"], *study["pipeline"], *bench_set]
+
+
 def piece_config(study: dict[str, Any], bench: dict[str, Any]) -> dict[str, Any]:
     """The resolved config of one benchmark's blocks, as ``evaluate.py frontier`` builds it from the argv."""
     from evaluation.frontier_config import script_config
 
-    return script_config(
-        study["experiment"], [*study["engine"], *study["pipeline"], *bench.get("set", [])], bench["name"]
-    )
+    return script_config(study["experiment"], block_overrides(study, bench.get("set", [])), bench["name"])
 
 
 def split_questions(study: dict[str, Any], bench: dict[str, Any], split: str) -> tuple[list[str], str]:
@@ -191,7 +195,7 @@ def frontier_argv(study: dict[str, Any], piece: Piece, limit: int | None) -> lis
     ]
     if study["experiment"] != "none":
         argv += ["--experiment", study["experiment"]]
-    for ov in [*study["engine"], *study["pipeline"], *piece.overrides, f"cache.path={ROOT / study['cache']}"]:
+    for ov in [*block_overrides(study, piece.overrides), f"cache.path={ROOT / study['cache']}"]:
         argv += ["--set", ov]
     if limit is not None:
         argv += ["--stratified", "--limit", str(limit)]
