@@ -3,15 +3,18 @@ r"""``python evaluate.py learners``: routers fitted to outcome tables, guarded o
     python evaluate.py learners --benchmark locomo \\
         --val-records results/outcomes/locomo-val/records/<fingerprint>/val \\
         --test-records results/outcomes/locomo-test/records/<fingerprint>/test \\
-        --k 5,10,20 --ridge 1,10 --prices 0,0.05 --out results/learners/locomo
+        --k 5,10,20 --ridge 1,10 --ppo-seeds 0,1,2,3,4 --prices 0,0.05 --out results/learners/locomo
 
 No LLM call: the fixed-path records of both splits (``scripts/powered_study.py``) are the outcome tables, the
-questions are embedded with the router's encoder (see :mod:`evaluation.outcome_learners`).
+questions are embedded with the router's encoder (see :mod:`evaluation.outcome_learners`). PPO trains on the
+tables (:mod:`policies.table_ppo`), one router per seed and setting; the report gives each seed's row and,
+per setting, the spread over the seeds.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -26,8 +29,8 @@ from evaluation.cli_options import add_option_argument, add_question_text_argume
 from evaluation.cli_routability import question_index
 from evaluation.outcome_learners import (
     KNN,
+    AnyLearner,
     BestFixed,
-    Learner,
     LearnerRow,
     OutcomeTable,
     PlugIn,
@@ -36,6 +39,7 @@ from evaluation.outcome_learners import (
     learn_and_judge,
 )
 from memory.encoder import get_encoder
+from policies.table_ppo import TablePPO, TablePPOSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +52,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--test-split", default="test", help="split of the test records")
     a("--k", default="5,10,20", help="comma list of kNN neighbour counts ('' = no kNN)")
     a("--ridge", default="1,10", help="comma list of plug-in ridge penalties ('' = none)")
+    a("--ppo-seeds", default="0,1,2,3,4", help="comma list of PPO seeds ('' = no PPO)")
+    a(
+        "--ppo",
+        choices=("both", "per-price", "conditioned"),
+        default="both",
+        help="PPO settings: one router per price, one λ-conditioned router for every price, or both",
+    )
+    a("--ppo-timesteps", type=int, default=TablePPOSettings.timesteps, help="questions PPO draws per router")
     a(
         "--prices",
         default="0",
@@ -57,6 +69,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
     a("--out", default=None, help="write learners.{txt,json} here")
     add_option_argument(parser)
+
+
+def ppo_learners(args: argparse.Namespace) -> list[AnyLearner]:
+    """The PPO routers ``--ppo-seeds``, ``--ppo`` and ``--ppo-timesteps`` ask for.
+
+    Raises:
+        SystemExit: A timestep budget below 1, naming it.
+    """
+    seeds = comma_list(args.ppo_seeds, "ppo-seeds", int) if args.ppo_seeds.strip() else []
+    try:
+        settings = TablePPOSettings(timesteps=args.ppo_timesteps)
+    except ValueError as exc:
+        raise SystemExit(f"error: --ppo-timesteps: {exc}") from None
+    modes = {"both": (False, True), "per-price": (False,), "conditioned": (True,)}[args.ppo]
+    return [TablePPO(seed, conditioned, settings) for conditioned in modes for seed in seeds]
+
+
+def seed_spread(rows: list[LearnerRow]) -> list[str]:
+    """Per learner family run with several seeds (``PPO s0``, ``PPO s1``…) and price: the seeds' spread."""
+    groups: dict[tuple[str, float], list[LearnerRow]] = {}
+    for r in rows:
+        family = re.sub(r" s\d+$", "", r.learner)
+        if family != r.learner:
+            groups.setdefault((family, r.price), []).append(r)
+    lines = []
+    for (family, price), rs in groups.items():
+        f1 = np.array([r.test_f1[0] for r in rs])
+        diff = np.array([r.test_diff[0] for r in rs])
+        lines.append(
+            f"{family} over {len(rs)} seeds, price {price:g}: test F1 mean {f1.mean():.3f} "
+            f"(min {f1.min():.3f}, max {f1.max():.3f}, sd {f1.std(ddof=1) if len(rs) > 1 else 0.0:.3f}); "
+            f"test − fixed mean {diff.mean():+.3f}; guard passed {sum(r.passed for r in rs)} of {len(rs)}"
+        )
+    return lines
 
 
 def _ci(v: tuple[float, float, float], signed: bool = False) -> str:
@@ -78,6 +124,7 @@ def format_report(
             f"{r.learner:<24} {r.price:>5g}  {_ci(r.val_diff, True):<28} {'passed' if r.passed else 'no':<7} "
             f"{_ci(r.test_f1):<22} {r.test_cost_share:>6.3f}  {_ci(r.test_diff, True)}"
         )
+    lines += seed_spread(rows)
     for s in shipped:
         what = f"the learner {s.router}" if s.router else f"the fixed path {s.fixed_path} (no learner passed)"
         high = f"; − all-HIGH F1 {_ci(s.vs_high, True)}" if s.vs_high is not None else ""
@@ -114,9 +161,10 @@ def run(args: argparse.Namespace) -> int:
     encoder = get_encoder(args.encoder)
     x_val = _embed(encoder, bench, args.val_split, val.qids, "validation")
     x_test = _embed(encoder, bench, args.test_split, test.qids, "test")
-    learners: list[Learner] = [BestFixed()]
+    learners: list[AnyLearner] = [BestFixed()]
     learners += [KNN(k) for k in (comma_list(args.k, "k", int) if args.k.strip() else [])]
     learners += [PlugIn(a) for a in (comma_list(args.ridge, "ridge", float) if args.ridge.strip() else [])]
+    learners += ppo_learners(args)
     rows, shipped = learn_and_judge(
         learners,
         x_val,

@@ -9,7 +9,9 @@ LLMRouter):
 * **kNN**: per question, the path that scored best over its ``k`` most similar training questions (cosine
   similarity of the question embeddings), F1 and cost both averaged over those neighbours;
 * **plug-in** (CARROT-style): ridge regressions predict each path's F1 and cost from the embedding; the router
-  takes the path with the best predicted objective.
+  takes the path with the best predicted objective;
+* **PPO** (:class:`policies.table_ppo.TablePPO`), several seeds: the project's own learner, trained on the
+  table as a one-step environment, one router per price or one λ-conditioned router for all of them.
 
 The objective is ``F1 − price · cost share`` (cost share: module cost over the costliest path's mean on the
 training questions), so ``price`` says what F1 a costliest-path-sized cost is worth (0: quality alone).
@@ -28,9 +30,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from tqdm import tqdm
 
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_mean, make_resampler
 from evaluation.routability import load_paths, unit_rows
@@ -86,6 +89,7 @@ def common_paths(a: OutcomeTable, b: OutcomeTable) -> list[str]:
     return [lab for lab in a.labels if lab in b.labels]
 
 
+@runtime_checkable
 class Learner(Protocol):
     """Fits on training embeddings and their outcome table; predicts each path's F1 and cost for new ones."""
 
@@ -175,10 +179,55 @@ def choose(pred_f1: np.ndarray, pred_cost: np.ndarray, price: float, ref_cost: f
     return np.array([np.lexsort((idx, share[i], -score[i]))[0] for i in range(score.shape[0])], dtype=int)
 
 
-def cross_fitted_predictions(
-    learner: Learner, x: np.ndarray, table: OutcomeTable, folds: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each question's predicted F1 and cost, from the learner fitted on the other folds (not on its own).
+class PolicyLearner(Protocol):
+    """Learns a path choice directly (a policy, e.g. :class:`policies.table_ppo.TablePPO`), not outcomes."""
+
+    name: str
+
+    def fit(
+        self, x: np.ndarray, f1: np.ndarray, cost: np.ndarray, prices: Sequence[float], ref_cost: float
+    ) -> PolicyLearner:
+        """Learn from ``x`` and the table's F1 and cost columns at ``prices``; returns self."""
+        ...
+
+    def choose(self, x: np.ndarray, price: float) -> np.ndarray:
+        """Each row's path (column index) at ``price``."""
+        ...
+
+
+AnyLearner = Learner | PolicyLearner
+
+
+def fitted_choices(
+    learner: AnyLearner,
+    x_fit: np.ndarray,
+    table: OutcomeTable,
+    x_ask: np.ndarray,
+    prices: Sequence[float],
+    ref_cost: float,
+) -> dict[float, np.ndarray]:
+    """Fit on ``(x_fit, table)`` once, then each price's choice for the rows ``x_ask``.
+
+    An outcome predictor's fit does not depend on the price (only the choice does); a policy learner gets
+    every price at once (one router per price, or one conditioned on it).
+    """
+    if isinstance(learner, Learner):
+        pred = learner.fit(x_fit, table).predict(x_ask)
+        return {float(p): choose(*pred, p, ref_cost) for p in prices}
+    policy = learner.fit(x_fit, table.f1, table.cost, prices, ref_cost)
+    return {float(p): np.asarray(policy.choose(x_ask, p), dtype=int) for p in prices}
+
+
+def cross_fitted_choices(
+    learner: AnyLearner,
+    x: np.ndarray,
+    table: OutcomeTable,
+    prices: Sequence[float],
+    ref_cost: float,
+    folds: int,
+    seed: int,
+) -> dict[float, np.ndarray]:
+    """Each question's path per price, from the learner fitted on the other folds (never on its own outcome).
 
     Raises:
         ValueError: Fewer questions than folds, or fewer than 2 folds.
@@ -187,7 +236,7 @@ def cross_fitted_predictions(
     if folds < 2 or n < folds:
         raise ValueError(f"cross-fitting needs 2 <= folds <= questions, got {folds} folds for {n} questions")
     fold = np.random.default_rng(seed).permutation(n) % folds
-    f1, cost = np.empty(table.f1.shape), np.empty(table.cost.shape)
+    out = {float(p): np.empty(n, dtype=int) for p in prices}
     for f in range(folds):
         held, kept = fold == f, fold != f
         part = OutcomeTable(
@@ -196,15 +245,22 @@ def cross_fitted_predictions(
             table.f1[kept],
             table.cost[kept],
         )
-        f1[held], cost[held] = learner.fit(x[kept], part).predict(x[held])
-    return f1, cost
+        for price, choice in fitted_choices(learner, x[kept], part, x[held], prices, ref_cost).items():
+            out[price][held] = choice
+    return out
 
 
 def cross_fitted_choice(
-    learner: Learner, x: np.ndarray, table: OutcomeTable, price: float, ref_cost: float, folds: int, seed: int
+    learner: AnyLearner,
+    x: np.ndarray,
+    table: OutcomeTable,
+    price: float,
+    ref_cost: float,
+    folds: int,
+    seed: int,
 ) -> np.ndarray:
-    """Each question's path from its cross-fitted predictions (:func:`cross_fitted_predictions`)."""
-    return choose(*cross_fitted_predictions(learner, x, table, folds, seed), price, ref_cost)
+    """Each question's cross-fitted path at one price (:func:`cross_fitted_choices`)."""
+    return cross_fitted_choices(learner, x, table, [price], ref_cost, folds, seed)[float(price)]
 
 
 @dataclass(frozen=True)
@@ -271,7 +327,7 @@ def _estimate(values: np.ndarray, n_boot: int, seed: int, alpha: float) -> tuple
 
 
 def learn_and_judge(
-    learners: Sequence[Learner],
+    learners: Sequence[AnyLearner],
     x_val: np.ndarray,
     val: OutcomeTable,
     x_test: np.ndarray,
@@ -286,7 +342,8 @@ def learn_and_judge(
     """Train every learner on validation, guard it there, judge it and what ships on test.
 
     Args:
-        learners: The learners (``BestFixed`` need not be among them: the fixed path is always compared).
+        learners: Outcome predictors and policy learners (``BestFixed`` need not be among them: the fixed
+            path is always compared).
         x_val: ``(n_val, dim)`` embeddings of the validation questions, rows as ``val.qids``.
         val: The validation outcome table.
         x_test: Test embeddings, rows as ``test.qids``.
@@ -316,19 +373,21 @@ def learn_and_judge(
     rows: list[LearnerRow] = []
     shipped: list[Shipped] = []
     n_val, n_test = np.arange(len(val.qids)), np.arange(len(test.qids))
-    # Fitting does not depend on the price, only the choice does: predict once per learner.
-    val_pred = [cross_fitted_predictions(learner, x_val, val, folds, seed) for learner in learners]
-    test_pred = [learner.fit(x_val, val).predict(x_test) for learner in learners]
-    fixed_pred = BestFixed().fit(x_val, val).predict(x_val[:1])
+    val_choice, test_choice = [], []
+    # PPO routers take seconds each, (folds + 1) of them per learner: show where the run is.
+    for learner in tqdm(learners, desc="learners", unit="learner", leave=False, disable=len(learners) < 8):
+        val_choice.append(cross_fitted_choices(learner, x_val, val, prices, ref_cost, folds, seed))
+        test_choice.append(fitted_choices(learner, x_val, val, x_test, prices, ref_cost))
+    fixed_choice = fitted_choices(BestFixed(), x_val, val, x_val[:1], prices, ref_cost)
     for price in prices:
         val_obj = val.f1 - price * val.cost / ref_cost
         test_obj = test.f1 - price * test.cost / ref_cost
-        fixed = int(choose(*fixed_pred, price, ref_cost)[0])
+        fixed = int(fixed_choice[float(price)][0])
         best: tuple[float, str, np.ndarray] | None = None
-        for learner, cv_pred, t_pred in zip(learners, val_pred, test_pred, strict=True):
-            mine = val_obj[n_val, choose(*cv_pred, price, ref_cost)]
+        for learner, cv_choice, t_choice in zip(learners, val_choice, test_choice, strict=True):
+            mine = val_obj[n_val, cv_choice[float(price)]]
             diff = paired_interval(mine - val_obj[:, fixed], n_boot, seed)
-            choice = choose(*t_pred, price, ref_cost)
+            choice = t_choice[float(price)]
             t_obj = test_obj[n_test, choice]
             rows.append(
                 LearnerRow(

@@ -23,6 +23,7 @@ DOCUMENTS = (
     "docs/index.md",
     "docs/getting-started.md",
     "docs/testing.md",
+    "docs/reference/api.md",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs/how-to").glob("*.md")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs/concepts").glob("*.md")),
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs/results").glob("*.md")),

@@ -21,6 +21,7 @@ from evaluation.outcome_learners import (
     cross_fitted_choice,
     learn_and_judge,
 )
+from policies.table_ppo import PrincipalFeatures, TablePPO, TablePPOSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "tests" / "data" / "custom_example.jsonl"
@@ -48,6 +49,36 @@ def test_a_learner_that_tells_the_kinds_apart_passes_the_guard_and_ships():
     assert shipped.router in {"kNN k=5", "plug-in ridge alpha=1"}
     assert shipped.vs_fixed[0] == pytest.approx(0.5) and shipped.vs_fixed[1] > 0.3
     assert shipped.vs_high is not None and shipped.vs_high[0] == pytest.approx(0.5)
+
+
+def test_ppo_trained_on_the_table_tells_the_kinds_apart_in_both_settings_and_every_seed():
+    x_val, val = _two_kinds(60, 0)
+    x_test, test = _two_kinds(80, 1)
+    quick = TablePPOSettings(timesteps=3000)
+    learners = [TablePPO(0, False, quick), TablePPO(1, True, quick)]
+    prices = (0.0, 0.2)
+    rows, shipped = learn_and_judge(learners, x_val, val, x_test, test, prices=prices, folds=3, n_boot=300)
+    by = {(r.learner, r.price): r for r in rows}
+    for name in ("PPO s0", "PPO λ-conditioned s1"):
+        for price in (0.0, 0.2):
+            assert by[name, price].passed, (name, price)
+            assert by[name, price].test_f1[0] > 0.95, (name, price)
+    assert all(s.router is not None for s in shipped)
+    # The per-price router is one model per price and refuses one it was not trained at; the conditioned one
+    # answers at any price.
+    with pytest.raises(KeyError, match=r"not 0\.5"):
+        learners[0].choose(x_test, 0.5)
+    assert learners[1].choose(x_test, 0.5).shape == (80,)
+
+
+def test_principal_features_are_fitted_on_the_training_rows_and_standardised():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 6)) * [5, 3, 1, 0.1, 0.1, 0.1]
+    feats = PrincipalFeatures(2).fit(x)
+    z = feats.transform(x)
+    assert z.shape == (50, 2) and z.dtype == np.float32
+    assert np.allclose(z.mean(axis=0), 0, atol=1e-5) and np.allclose(z.std(axis=0), 1, atol=1e-4)
+    assert PrincipalFeatures(10).fit(x[:3]).transform(x).shape[1] == 2  # 3 centred rows span 2 directions
 
 
 def test_without_a_signal_no_learner_passes_and_the_fixed_path_ships():
@@ -121,13 +152,17 @@ def test_the_command_reads_both_tables_and_writes_what_ships(tmp_path, capsys):
     code = evaluate.main(
         ["learners", "--benchmark", "custom", "--option", f"path={EXAMPLE}", "--encoder", "hashing",
          "--val-records", str(val), "--test-records", str(test), "--k", "1", "--ridge", "1", "--folds", "2",
+         "--ppo-seeds", "0,1", "--ppo", "conditioned", "--ppo-timesteps", "256", "--prices", "0,0.1",
          "--n-boot", "50", "--out", str(tmp_path / "learners")]
     )  # fmt: skip
     assert code == 0
     text = capsys.readouterr().out
     assert "learners fitted on" in text and "price 0: ships" in text
+    assert "PPO λ-conditioned over 2 seeds, price 0.1: test F1 mean" in text
     data = json.loads((tmp_path / "learners" / "learners.json").read_text())
-    assert {r["learner"] for r in data["rows"]} == {"best fixed", "kNN k=1", "plug-in ridge alpha=1"}
+    assert {r["learner"] for r in data["rows"]} == {
+        "best fixed", "kNN k=1", "plug-in ridge alpha=1", "PPO λ-conditioned s0", "PPO λ-conditioned s1"
+    }  # fmt: skip
     assert sorted(data["paths"]) == ["H,H,H,H,H", "L,L,L,L,L", "M,M,M,M,M"]
     with pytest.raises(SystemExit, match="no such records directory"):
         evaluate.main(["learners", "--benchmark", "custom", "--val-records", str(tmp_path / "nope"),
