@@ -83,6 +83,8 @@ def map_batched(
                 return
             result = fn(items[idx])
             with lock:
+                if stopped[0]:  # the run was stopped: what returns now may have failed because of it
+                    return
                 results[idx], done[idx] = result, True
                 if on_result is not None:
                     on_result(idx, result)
@@ -90,8 +92,16 @@ def map_batched(
                 hours = (time.perf_counter() - start) / 3600
                 bar.set_postfix(q_per_h=f"{bar.n / hours:.0f}", batch=f"{batcher.stats.mean_batch:.1f}")
 
+    # Set when the run ends early (Ctrl-C, SIGTERM, a worker's error): the batcher's threads outlive it, and
+    # an episode that returns afterwards, its LLM call answered with "backend closed" as the caller shuts
+    # its engine down, must not reach ``on_result``: a failure recorded as an outcome is kept on resume.
+    stopped = [False]
     try:
         batcher.run([worker] * min(n_envs, max(len(items), 1)))
+    except BaseException:
+        with lock:
+            stopped[0] = True
+        raise
     finally:
         bar.close()
         if stats is not None:

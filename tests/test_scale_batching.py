@@ -272,6 +272,38 @@ def test_ctrl_c_with_episodes_in_flight_keeps_what_finished(tmp_path) -> None:
     assert sum(again.batch_sizes) < sum(full.batch_sizes)  # the finished episodes' calls came from the cache
 
 
+def test_an_episode_that_returns_after_a_stop_is_not_kept() -> None:
+    """The batcher's threads outlive a Ctrl-C or SIGTERM in the main thread. The caller then closes its
+    engine, and an episode still in flight returns with a "backend closed" failure: it must not reach
+    ``on_result`` (the powered study once kept 40 such empty answers as outcomes, counted done on resume)."""
+    import signal
+
+    from scale.batched_rollout import map_batched
+
+    release, kept = threading.Event(), []
+
+    def fn(i: int) -> str:
+        if i > 0:
+            release.wait(10)  # in flight when the stop comes
+            return f"failed {i}: backend closed"
+        return "answer 0"
+
+    def on_result(_idx: int, result: str) -> None:
+        kept.append(result)
+        if len(kept) > 1:
+            return
+        # The stop: a real signal to the main thread (interrupt_main would not wake it from join()).
+        main = threading.main_thread().ident
+        assert main is not None
+        threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+
+    with pytest.raises(KeyboardInterrupt):
+        map_batched(fn, list(range(3)), n_envs=3, on_result=on_result, progress=False)
+    release.set()
+    time.sleep(0.3)  # the workers return now
+    assert kept == ["answer 0"]
+
+
 def _without_cache_fields(value):
     """A record as the engine made it: not how warm the cache was, not the commit."""
     if isinstance(value, dict):
