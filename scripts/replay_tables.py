@@ -11,6 +11,10 @@ change to the packs or to what the pipeline computes, and on each CPU class.
     python scripts/replay_tables.py                          # every table under results/frontier, outcomes
     python scripts/replay_tables.py --tables 'results/frontier/hotpotqa-*' --packs /tmp/new/*.pack.gz
 
+By default each table replays from its own set of packs (:data:`DEFAULT_PACK_SETS`), each set in a fresh
+cache of its own: the frontier tables from ``results/packs/*.pack.gz``, the powered study's outcome tables
+from ``results/packs/powered/``. ``--packs`` puts every table on the packs it names.
+
 Exit code 0 only if every table replayed with 0 cells differing; one line per table and a JSON report
 (``--report``) give its wall time and what the run said about lookups and cells.
 """
@@ -18,6 +22,7 @@ Exit code 0 only if every table replayed with 0 cells differing; one line per ta
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import glob
 import json
 import subprocess
@@ -33,6 +38,18 @@ sys.path.insert(0, str(ROOT))
 #: ``evaluate.py frontier`` options that name where a table goes or how it is shown, not what it holds:
 #: the replay sets its own.
 _OWN_OPTIONS = {"--out": 1, "--expect": 1, "--no-progress": 0, "--replay": 0}
+
+
+#: (table glob, pack glob), relative to the repository; a table replays from the first set whose glob matches
+#: it. The sets stay apart, each in its own cache, because a local output computed in floating point (TextRank
+#: ranks tied words by LAPACK's eigenvector, the extractive summary by MiniLM's cosines) can come out
+#: differently on the CPU another set was made on, and a cache holds one value per key: the powered study's
+#: tables, made on AMD, do not come back with the TextRank keyphrases of the earlier tables, made on Intel,
+#: for the same evidence.
+DEFAULT_PACK_SETS: tuple[tuple[str, str], ...] = (
+    ("results/outcomes/*", "results/packs/powered/*.pack.gz"),
+    ("results/frontier/*", "results/packs/*.pack.gz"),
+)
 
 
 @dataclass
@@ -89,6 +106,44 @@ def _summary(text: str) -> str:
     return " | ".join(lines[-6:])
 
 
+def pack_sets(tables: list[Path], packs: list[Path] | None) -> list[tuple[list[Path], list[Path]]]:
+    """``(packs, tables)`` groups: every table on ``packs`` if given, else on its default set.
+
+    Raises:
+        SystemExit: A table no default set covers, or a set without packs, naming it.
+    """
+    if packs is not None:
+        return [(packs, tables)]
+    groups: dict[str, list[Path]] = {}
+    for table in tables:
+        rel = table.relative_to(ROOT).as_posix() if table.is_relative_to(ROOT) else table.as_posix()
+        pattern = next((pk for tb, pk in DEFAULT_PACK_SETS if fnmatch.fnmatch(rel, tb)), None)
+        if pattern is None:
+            raise SystemExit(f"error: no default pack set covers {rel}; name its packs with --packs")
+        groups.setdefault(pattern, []).append(table)
+    out = []
+    for pattern, members in groups.items():
+        found = sorted(Path(p) for p in glob.glob(str(ROOT / pattern)))
+        if not found:
+            raise SystemExit(f"error: no pack matches {pattern} (for {len(members)} table(s))")
+        out.append((found, members))
+    return out
+
+
+def _replay(table: Path, work: Path, cache_path: Path) -> Outcome:
+    """Run one table's recorded command against ``cache_path`` and print its line."""
+    name = table.relative_to(ROOT) if table.is_relative_to(ROOT) else table
+    cmd = [sys.executable, str(ROOT / "evaluate.py")]
+    meta = json.loads((table / "metadata.json").read_text())
+    cmd += replay_argv(meta, table, work / table.name, cache_path)
+    t1 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    out = Outcome(str(name), proc.returncode == 0, time.monotonic() - t1, _summary(proc.stdout + proc.stderr))
+    print(f"{'OK  ' if out.ok else 'FAIL'} {out.table} ({out.wall_s:.0f} s): {out.summary}", flush=True)
+    (work / f"{table.name}.log").write_text(proc.stdout + proc.stderr)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Import the packs into a fresh cache, replay each table; returns 0 only if all match."""
     parser = argparse.ArgumentParser(
@@ -101,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         help="table dirs (globs; default: every frontier table and powered-study outcome table)",
     )
     parser.add_argument(
-        "--packs", nargs="+", default=None, help="packs (default: every pack under results/packs/)"
+        "--packs",
+        nargs="+",
+        default=None,
+        help="packs for every table (default: each table's set, DEFAULT_PACK_SETS)",
     )
     parser.add_argument("--work", type=Path, default=None, help="scratch dir (default: a temporary one)")
     parser.add_argument("--report", type=Path, default=None, help="write the outcomes as JSON here")
@@ -115,41 +173,32 @@ def main(argv: list[str] | None = None) -> int:
     tables = sorted(p for p in found if (p / "metadata.json").is_file())
     if not tables:
         raise SystemExit(f"error: no table dir with a metadata.json matches {args.tables}")
-    packs = (
-        [Path(p) for p in args.packs]
-        if args.packs
-        else sorted((ROOT / "results" / "packs").rglob("*.pack.gz"))
-    )
+    groups = pack_sets(tables, [Path(p) for p in args.packs] if args.packs else None)
     work = args.work or Path(tempfile.mkdtemp(prefix="replay_tables-"))
     work.mkdir(parents=True, exist_ok=True)
-    cache_path = work / "calls.sqlite"
-    if cache_path.exists():
-        raise SystemExit(f"error: {cache_path} exists; the replay needs a fresh cache (give an empty --work)")
     t0 = time.monotonic()
-    cache = CallCache(cache_path)
-    try:
-        added = sum(import_pack(p, cache).imported for p in packs)
-    finally:
-        cache.close()
-    print(
-        f"{len(packs)} pack(s), {added:,} calls imported into {cache_path} in {time.monotonic() - t0:.1f} s"
-    )
-
     outcomes: list[Outcome] = []
-    for table in tables:
-        name = table.relative_to(ROOT) if table.is_relative_to(ROOT) else table
-        cmd = [sys.executable, str(ROOT / "evaluate.py")]
-        cmd += replay_argv(
-            json.loads((table / "metadata.json").read_text()), table, work / table.name, cache_path
-        )
+    for n, (packs, members) in enumerate(groups):
+        cache_path = work / (f"calls-{n}.sqlite" if len(groups) > 1 else "calls.sqlite")
+        if cache_path.exists():
+            raise SystemExit(
+                f"error: {cache_path} exists; the replay needs a fresh cache (give an empty --work)"
+            )
         t1 = time.monotonic()
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-        out = Outcome(
-            str(name), proc.returncode == 0, time.monotonic() - t1, _summary(proc.stdout + proc.stderr)
+        cache = CallCache(cache_path)
+        try:
+            reports = [import_pack(p, cache) for p in packs]
+        finally:
+            cache.close()
+        conflicts = sum(len(r.conflicts) for r in reports)
+        print(
+            f"{len(packs)} pack(s), {sum(r.imported for r in reports):,} entries imported into {cache_path} "
+            f"in {time.monotonic() - t1:.1f} s, for {len(members)} table(s)"
+            + (f"; {conflicts:,} entries differ between packs (the first pack's kept)" if conflicts else ""),
+            flush=True,
         )
-        outcomes.append(out)
-        print(f"{'OK  ' if out.ok else 'FAIL'} {out.table} ({out.wall_s:.0f} s): {out.summary}", flush=True)
-        (work / f"{table.name}.log").write_text(proc.stdout + proc.stderr)
+        for table in members:
+            outcomes.append(_replay(table, work, cache_path))
     failed = [o for o in outcomes if not o.ok]
     print(
         f"\n{len(outcomes) - len(failed)} of {len(outcomes)} tables replayed with 0 cells differing "

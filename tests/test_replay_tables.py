@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from modules.cache_pack import Filters, export_pack
 from tests.reliability_support import cli_env
 from tests.support import load_script
@@ -74,3 +76,17 @@ def test_the_replay_argv_keeps_what_the_table_holds_and_sets_where_it_goes():
         "frontier", "--limit", "40", "--chunk=5", "--out", "/tmp/o", "--expect", "results/x", "--replay",
         "--no-progress", "--set", "cache.path=/tmp/c.sqlite",
     ]  # fmt: skip
+
+
+def test_each_table_replays_from_its_own_pack_set_in_its_own_cache(tmp_path):
+    # The study's tables (AMD) and the earlier frontier tables (Intel) hold different TextRank keyphrases
+    # for the same evidence: one cache for both would replay one set with the other's values.
+    rt = load_script("replay_tables")
+    outcomes, frontier = ROOT / "results" / "outcomes" / "locomo-test", ROOT / "results" / "frontier" / "x"
+    groups = dict((tuple(members), packs) for packs, members in rt.pack_sets([outcomes, frontier], None))
+    assert all(p.parent.name == "powered" for p in groups[(outcomes,)])
+    assert groups[(frontier,)] and all(p.parent.name == "packs" for p in groups[(frontier,)])
+    named = [tmp_path / "a.pack.gz"]
+    assert rt.pack_sets([outcomes, frontier], named) == [(named, [outcomes, frontier])]
+    with pytest.raises(SystemExit, match="no default pack set covers"):
+        rt.pack_sets([tmp_path / "elsewhere"], None)
