@@ -240,12 +240,17 @@ def frontier_table(directory: str | os.PathLike[str]) -> str:
 
 def paired_markdown(records_dir: str, references: str, systems: str) -> str:
     """The paired-difference table of committed record files (comma lists of run ids), on common questions."""
-    from evaluation.paired_table import markdown, paired_table
+    from evaluation.paired_table import markdown, paired_table, table_questions
 
     def ids(text: str) -> list[str]:
         return [s for s in text.split(",") if s]
 
-    return markdown(paired_table(ROOT / records_dir, ids(references), ids(systems), common=True))
+    # On the questions of the committed table (records a running study block wrote beyond it are not its);
+    # a table whose metadata predates the list: on the questions every file covers.
+    questions = table_questions(ROOT / records_dir)
+    return markdown(
+        paired_table(ROOT / records_dir, ids(references), ids(systems), common=True, questions=questions)
+    )
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:

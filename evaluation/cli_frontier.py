@@ -371,6 +371,8 @@ def run_with(
         "limit": args.limit,
         "n_questions": len(qids),
         "question_ids_sha256": hashlib.sha256("\n".join(qids).encode()).hexdigest(),
+        # The table's questions, in its order: records beyond them (a study block still running) are not its.
+        "question_ids": list(qids),
         "data_checksums": checksums,
         "record_fingerprint": fp,
         "record_commits": record_commits,

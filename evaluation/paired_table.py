@@ -9,6 +9,7 @@ renders it into the results pages (``docs/hooks.py``), so a quoted table is alwa
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ def paired_table(
     metric: str = "f1",
     n_boot: int = DEFAULT_N_BOOT,
     common: bool = False,
+    questions: Sequence[str] | None = None,
 ) -> PairedTable:
     """Compare ``systems`` (and the references with each other) on the same questions.
 
@@ -96,10 +98,12 @@ def paired_table(
         n_boot: Bootstrap replicates (one resample of the questions for every system: paired).
         common: Compare on the questions every file covers (a study's files grow one path at a time);
             without it, a file that covers other questions than the first reference is an error.
+        questions: Compare on exactly these (a frontier table's, ``metadata.json`` ``question_ids``): records
+            beyond them, written by a study block still running, are left out; a file lacking one is an error.
 
     Raises:
         ValueError: No reference, a file covering other questions (without ``common``), no question in
-            common, or a bad record (file and question named).
+            common, a file lacking one of ``questions``, or a bad record (file and question named).
         FileNotFoundError: A record file is missing.
     """
     if not references:
@@ -107,7 +111,16 @@ def paired_table(
     names = list(dict.fromkeys([*references, *systems]))
     scores = {name: load_scores(records_dir / f"{name}.jsonl", metric) for name in names}
     first = references[0]
-    if common:
+    if questions is not None:
+        ids = sorted(set(questions))
+        for name in names:
+            lacking = [q for q in ids if q not in scores[name]]
+            if lacking:
+                raise ValueError(
+                    f"{records_dir}/{name}: no record for {len(lacking)} of the table's {len(ids)} questions "
+                    f"(first: {lacking[:3]})"
+                )
+    elif common:
         ids = sorted(set.intersection(*(set(s) for s in scores.values())))
         if not ids:
             raise ValueError(f"{records_dir}: the files {names} have no question in common")
@@ -142,6 +155,19 @@ def paired_table(
         rows.append(PairedRow(name, est, diffs, counts))
     beyond = {name: len(scores[name]) - len(ids) for name in names}
     return PairedTable(metric, ids, list(references), rows, beyond)
+
+
+def table_questions(records_dir: Path) -> list[str] | None:
+    """The question ids of the frontier table whose records ``records_dir`` holds, if its metadata lists them.
+
+    ``records_dir`` is ``<out>/records/<fingerprint>/<split>``; the table's ``metadata.json`` is in ``<out>``.
+    Tables written before the metadata listed the ids give None.
+    """
+    meta = Path(records_dir).parents[2] / "metadata.json"
+    if not meta.is_file():
+        return None
+    ids = json.loads(meta.read_text()).get("question_ids")
+    return [str(q) for q in ids] if ids else None
 
 
 def text_lines(table: PairedTable) -> list[str]:

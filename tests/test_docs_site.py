@@ -153,10 +153,13 @@ def test_the_powered_study_page_names_the_question_count_its_tables_have(hooks) 
         n_table = {int(r["n_questions"]) for r in csv.DictReader(fh)}
     (paired,) = hooks.PAIRED_MARK.findall(page)
     rendered = hooks.paired_markdown(*paired)
-    from evaluation.paired_table import paired_table
+    from evaluation.paired_table import paired_table, table_questions
 
     directory, refs, systems = paired
-    n_paired = len(paired_table(ROOT / directory, refs.split(","), systems.split(","), common=True).qids)
+    records = ROOT / directory
+    questions = table_questions(records)
+    table = paired_table(records, refs.split(","), systems.split(","), common=True, questions=questions)
+    n_paired = len(table.qids)
     counts = r"(\d+) of 314|(?:same|these) (\d+) questions|\| LoCoMo test \| 314 \| (\d+) \|"
     stated = {int(n) for groups in re.findall(counts, page) for n in groups if n}
     assert stated and stated == n_table == {n_paired}, (stated, n_table, n_paired)

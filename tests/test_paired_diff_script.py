@@ -59,3 +59,23 @@ def test_several_references_on_the_common_questions_as_a_markdown_table(tmp_path
     # +0.5 over all-LOW on every question (no spread: bold, the interval excludes 0); +0.375 over all-MID.
     assert "| **+0.500 [+0.500, +0.500]** | **+0.375 [+0.125, +0.500]** |" in lines[4]
     assert "4 questions every file covers; left out: {'fixed-LLLLL': 1}" in err
+
+
+def test_a_table_bound_comparison_uses_the_tables_questions_and_names_a_file_lacking_one(tmp_path):
+    """A study block still running writes records beyond the committed table: the docs' paired table reads
+    the table's own questions (its metadata's ``question_ids``), not every question all files cover."""
+    from evaluation.paired_table import paired_table, table_questions
+
+    records = tmp_path / "records" / "fp" / "test"
+    records.mkdir(parents=True)
+    _records(records / "fixed-LLLLL.jsonl", {"a": 0.0, "b": 0.5, "c": 1.0, "e": 1.0})
+    _records(records / "fixed-MMMMH.jsonl", {"a": 0.5, "b": 1.0, "c": 1.5, "e": 0.0})  # "e": a running block
+    assert table_questions(records) is None  # no metadata: the caller falls back to the common questions
+    (tmp_path / "metadata.json").write_text(json.dumps({"question_ids": ["c", "a", "b"]}))
+    assert table_questions(records) == ["c", "a", "b"]
+    table = paired_table(records, ["fixed-LLLLL"], ["fixed-MMMMH"], n_boot=100, questions=["c", "a", "b"])
+    assert table.qids == ["a", "b", "c"]
+    assert table.rows[1].diffs["fixed-LLLLL"].mean == pytest.approx(0.5)
+    lacking = r"fixed-LLLLL: no record for 1 of the table's 4 questions \(first: \['d'\]\)"
+    with pytest.raises(ValueError, match=lacking):
+        paired_table(records, ["fixed-LLLLL"], ["fixed-MMMMH"], n_boot=100, questions=["a", "b", "c", "d"])
