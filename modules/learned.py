@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import weakref
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import numpy as np
 
-from common.lru import LRU
 from memory.encoder import Encoder
 from memory.lexical import zscore
 from modules.base import ModuleInput
@@ -265,36 +263,26 @@ def textrank_topics(inp: ModuleInput, n: int = 6) -> tuple[list[str], float]:
 SUMMARY_SENTENCES, SUMMARY_RELATIONS_PER_MODULE = 5, 5
 
 
-#: Per encoder, (query, sentences) -> the indices :func:`extractive_summary` keeps. The ranking reads only the
-#: question and the filtered evidence, which most tier paths of one question share (the relations, the
-#: summary's other input, differ by path): without it, a 13-path replay spent most of its time embedding the
-#: same sentences again. The same inputs go to the encoder as the same batch, so the indices are the ones a
-#: recomputation gives. Keyed by the encoder object (weakly): two encoders never share an entry.
-_TOP_SENTENCES: weakref.WeakKeyDictionary[Encoder, LRU[tuple[str, tuple[str, ...]], tuple[int, ...]]] = (
-    weakref.WeakKeyDictionary()
-)
-_TOP_SENTENCES_MAX = 4096  # per encoder: a 40-question block of 13 paths needs ~120
-_TOP_SENTENCES_LOCK = threading.Lock()
+#: ``rank(query, sentences) -> indices`` of the sentences the extractive summary keeps.
+SentenceRanker = Callable[[str, tuple[str, ...]], Sequence[int]]
 
 
-def _top_sentences(encoder: Encoder, query: str, sentences: tuple[str, ...]) -> tuple[int, ...]:
-    """Indices of the :data:`SUMMARY_SENTENCES` sentences most similar to ``query``, in their order."""
-    with _TOP_SENTENCES_LOCK:
-        memo = _TOP_SENTENCES.get(encoder)
-        if memo is None:
-            memo = _TOP_SENTENCES[encoder] = LRU(_TOP_SENTENCES_MAX)
-    key = (query, sentences)
-    top = memo.get(key)
-    if top is None:
-        emb = encoder.encode([query, *sentences])
-        sims = emb[1:] @ emb[0]
-        ranked = sorted(range(len(sentences)), key=lambda i: (-float(sims[i]), i))
-        top = tuple(sorted(ranked[:SUMMARY_SENTENCES]))
-        memo.put(key, top)
-    return top
+def rank_sentences(encoder: Encoder, query: str, sentences: Sequence[str]) -> list[int]:
+    """Indices of the :data:`SUMMARY_SENTENCES` sentences most similar to ``query`` (MiniLM), in their order.
+
+    The strategies run it as a cached step of its own (:class:`modules.local_tier.LocalStep`, method
+    ``minilm-rank``): most tier paths of one question share the question and the filtered evidence, and a
+    replay must get the same indices on any CPU.
+    """
+    emb = encoder.encode([query, *sentences])
+    sims = emb[1:] @ emb[0]
+    ranked = sorted(range(len(sentences)), key=lambda i: (-float(sims[i]), i))
+    return sorted(ranked[:SUMMARY_SENTENCES])
 
 
-def extractive_summary(inp: ModuleInput, encoder: Encoder, keep_evidence: bool = False) -> tuple[str, float]:
+def extractive_summary(
+    inp: ModuleInput, encoder: Encoder, keep_evidence: bool = False, rank: SentenceRanker | None = None
+) -> tuple[str, float]:
     """A structured extractive summary (no generation).
 
     Sections: ``Relevant evidence`` -- the :data:`SUMMARY_SENTENCES` speaker-resolved
@@ -304,6 +292,8 @@ def extractive_summary(inp: ModuleInput, encoder: Encoder, keep_evidence: bool =
 
     Under ``keep_evidence`` (the quality ladder) the selected sentences are put, as
     ``Key sentences``, in front of the LOW template (every kept chunk, dated, and all relations).
+
+    ``rank`` picks the sentences (default: :func:`rank_sentences` with ``encoder``, uncached).
     """
     sents: list[tuple[str, str]] = []
     for ev in inp.evidence:
@@ -313,7 +303,8 @@ def extractive_summary(inp: ModuleInput, encoder: Encoder, keep_evidence: bool =
     picked: list[str] = []
     cost = 0.0
     if sents:
-        top = _top_sentences(encoder, inp.query, tuple(s for _, s in sents))
+        texts = tuple(s for _, s in sents)
+        top = rank(inp.query, texts) if rank is not None else rank_sentences(encoder, inp.query, texts)
         picked = [f"- ({sents[i][0]}) {sents[i][1]}" if sents[i][0] else f"- {sents[i][1]}" for i in top]
         cost += gflops("minilm", inp.query + " " + " ".join(s for _, s in sents))
     if keep_evidence:

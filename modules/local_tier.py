@@ -52,6 +52,97 @@ def input_key(inp: ModuleInput, *, reads_query: bool) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
+def lookup_or_compute(
+    cache: CallCache | None, key: str, tags: dict[str, str], compute: Callable[[], tuple[Any, float]]
+) -> tuple[dict[str, Any], bool]:
+    """A local output: from this process's memo, else from ``cache``, else computed and stored in both.
+
+    Args:
+        cache: The persistent cache (None: the memo only).
+        key: The output's cache key.
+        tags: Module, tier, strategy and method, stored with the output (a pack export picks by method).
+        compute: Returns ``(raw_value, gflops)``.
+
+    Returns:
+        ``({raw, gflops, latency_s, tags}, whether it was cached)``.
+    """
+    # The LRU is process-wide; keyed by the cache too, so that a hit means this cache holds the output.
+    # Otherwise an output computed for another cache earlier in the process (a test, a second study) is
+    # never written to this one, and a pack exported from it lacks the output a replay needs.
+    lru_key = f"{_cache_identity(cache)}|{key}"
+    stored = LRU.get(lru_key)
+    if stored is None and cache is not None:
+        stored = cache.get(key)
+        if stored is not None:
+            try:
+                check_local_output(stored)
+                if "tags" not in stored:  # cached before outputs named their method: name it now, so
+                    stored = {**stored, "tags": tags}  # that a pack export can pick it by method
+                    cache.put(key, stored)
+                LRU.put(lru_key, stored)
+            except InvalidResult as exc:
+                warnings.warn(
+                    f"call cache {cache.path}: entry {key} is not a valid {tags.get('module')} "
+                    f"{tags.get('tier')} output ({exc}); it is computed again and replaced",
+                    stacklevel=3,
+                )
+                stored = None
+    if stored is not None:
+        return stored, True
+    t0 = time.perf_counter()
+    raw, gf = compute()
+    stored = {"raw": raw, "gflops": gf, "latency_s": time.perf_counter() - t0, "tags": tags}
+    LRU.put(lru_key, stored)
+    if cache is not None:
+        cache.put(key, stored)
+    return stored, False
+
+
+class LocalStep:
+    """A deterministic step inside a local tier, cached as a local output of its own.
+
+    Some local tiers are cheap to store but one of their steps is computed in floating point, e.g. the
+    extractive summary's MiniLM ranking of sentences: its summary text is recomputed on replay (texts are
+    most of a pack's bytes), so the ranking, a few indices, is what must come back exactly, on any CPU
+    (near-ties of cosines can order differently under another ISA or thread count), and fast. The step's
+    arguments are its key; its value must be JSON.
+
+    Args:
+        module: Module of the tier the step belongs to.
+        tier: That tier.
+        strategy: Strategy name (cache tag).
+        method: The step's name (cache tag; what a pack export's ``--local`` picks), e.g. ``"minilm-rank"``.
+        fn: The pure step ``fn(*args) -> JSON value``.
+        cache: Optional persistent cache shared with the LLM calls.
+        params: Settings that change the output (e.g. the encoder's name): part of the key.
+    """
+
+    def __init__(
+        self,
+        module: str,
+        tier: Tier,
+        strategy: str,
+        method: str,
+        fn: Callable[..., Any],
+        cache: CallCache | None = None,
+        *,
+        params: str = "",
+    ) -> None:
+        self.fn, self.cache = fn, cache
+        self.tags = {"module": module, "tier": tier.name, "strategy": strategy, "method": method}
+        self._tag = f"local|{module}|{tier.name}|{strategy}|{method}[{params}]|{MODULES_CODE_VERSION}"
+
+    def key(self, *args: Any) -> str:
+        """The cache key of a call with ``args``."""
+        payload = json.dumps(args, ensure_ascii=False, sort_keys=True)
+        return hashlib.sha256(f"{self._tag}|{payload}".encode()).hexdigest()
+
+    def __call__(self, *args: Any) -> Any:
+        """The step's (possibly cached) value for ``args``."""
+        stored, _ = lookup_or_compute(self.cache, self.key(*args), self.tags, lambda: (self.fn(*args), 0.0))
+        return stored["raw"]
+
+
 class LocalTier:
     """A callable ``ModuleInput -> ModuleOutput`` for one non-LLM tier.
 
@@ -96,36 +187,7 @@ class LocalTier:
 
     def __call__(self, inp: ModuleInput) -> ModuleOutput:
         """Return the (possibly cached) output of the tier on ``inp``."""
-        key = self.key(inp)
-        # The LRU is process-wide; keyed by the cache too, so that a hit means this cache holds the output.
-        # Otherwise an output computed for another cache earlier in the process (a test, a second study) is
-        # never written to this one, and a pack exported from it lacks the output a replay needs.
-        lru_key = f"{_cache_identity(self.cache)}|{key}"
-        stored = LRU.get(lru_key)
-        if stored is None and self.cache is not None:
-            stored = self.cache.get(key)
-            if stored is not None:
-                try:
-                    check_local_output(stored)
-                    if "tags" not in stored:  # cached before outputs named their method: name it now, so
-                        stored = {**stored, "tags": self.tags}  # that a pack export can pick it by method
-                        self.cache.put(key, stored)
-                    LRU.put(lru_key, stored)
-                except InvalidResult as exc:
-                    warnings.warn(
-                        f"call cache {self.cache.path}: entry {key} is not a valid {self.module} "
-                        f"{self.tier.name} output ({exc}); it is computed again and replaced",
-                        stacklevel=2,
-                    )
-                    stored = None
-        cached = stored is not None
-        if stored is None:
-            t0 = time.perf_counter()
-            raw, gf = self.fn(inp)
-            stored = {"raw": raw, "gflops": gf, "latency_s": time.perf_counter() - t0, "tags": self.tags}
-            LRU.put(lru_key, stored)
-            if self.cache is not None:
-                self.cache.put(key, stored)
+        stored, cached = lookup_or_compute(self.cache, self.key(inp), self.tags, lambda: self.fn(inp))
         raw = stored["raw"]
         value: ModuleValue = (
             tuple(inp.evidence[i] for i in raw)

@@ -6,6 +6,7 @@ from memory.encoder import get_encoder
 from modules import learned, rules
 from modules.base import ModuleInput
 from modules.compute_costs import RATES, gflops
+from modules.tier import Tier
 from modules.types import Evidence
 
 TS = "1:56 pm on 8 May, 2023"
@@ -257,10 +258,17 @@ def test_topic_mid_logs_nothing_a_user_cannot_act_on():
     assert "pattern" not in out.stderr, out.stderr
 
 
-def test_extractive_summary_ranks_the_sentences_of_one_question_and_evidence_once_per_encoder():
+def test_the_summary_ranking_is_a_cached_step_shared_by_paths_and_read_back_on_replay(tmp_path):
     """Tier paths of one question share its filtered evidence, not its relations: the ranking is computed once
-    per encoder and (query, sentences), and the summary is the one a fresh ranking gives."""
+    per (query, sentences), stored as a local output of its own (method ``minilm-rank``, so that a pack
+    carries it), and a later process reads it back without running the encoder."""
+    from functools import partial
+
     from memory.encoder import HashingEncoder
+    from modules import local_tier
+    from modules.cache import CallCache
+    from modules.cache_pack import Filters, export_pack, read_pack
+    from modules.local_tier import LocalStep
 
     class Counting(HashingEncoder):
         def __init__(self) -> None:
@@ -271,16 +279,29 @@ def test_extractive_summary_ranks_the_sentences_of_one_question_and_evidence_onc
             self.calls += 1
             return super().encode(texts)
 
-    enc = Counting()
+    enc, cache = Counting(), CallCache(tmp_path / "calls.sqlite")
+    def step(encoder: Counting) -> LocalStep:
+        fn = partial(learned.rank_sentences, encoder)
+        return LocalStep("summary", Tier.MID, "implementation", "minilm-rank", fn, cache, params="hashing")
+
+    rank = step(enc)
     a = _inp("summary", relations={"temporal": ("went to group | 2023-05-07",)})
     b = _inp("summary", relations={"entity": ("Caroline | support group",)})
-    first, _ = learned.extractive_summary(a, encoder=enc)
-    other, _ = learned.extractive_summary(b, encoder=enc)
+    first, _ = learned.extractive_summary(a, encoder=enc, rank=rank)
+    other, _ = learned.extractive_summary(b, encoder=enc, rank=rank)
     assert enc.calls == 1  # the second path's summary reused the ranking
     assert "Dates: went to group" in first and "People and things: Caroline" in other
     assert first.split("Dates:")[0] == other.split("People and things:")[0]  # the same sentences picked
-    fresh = Counting()
-    again, _ = learned.extractive_summary(a, encoder=fresh)
-    assert fresh.calls == 1 and again == first  # another encoder ranks anew, with the same result
-    learned.extractive_summary(_inp("summary", query="Who went where?"), encoder=enc)
+    assert learned.extractive_summary(a, encoder=Counting())[0] == first  # uncached: the same summary
+    # A pack that keeps the minilm-rank outputs carries exactly this ranking.
+    keep = Filters(local=["minilm-rank"])
+    pack = export_pack(tmp_path / "calls.sqlite", tmp_path / "rank.pack.gz", filters=keep)
+    ((_, stored),) = read_pack(pack.path).entries
+    assert stored["tags"]["module"] == "summary" and all(isinstance(i, int) for i in stored["raw"])
+    # A replay: a new process (empty memo) over the same cache reads the ranking, it does not encode.
+    local_tier.LRU.clear()
+    replayed = Counting()
+    assert learned.extractive_summary(a, encoder=replayed, rank=step(replayed))[0] == first
+    assert replayed.calls == 0
+    learned.extractive_summary(_inp("summary", query="Who went where?"), encoder=enc, rank=rank)
     assert enc.calls == 2  # another question: a new ranking

@@ -11,7 +11,7 @@ from modules import learned, rules
 from modules.base import Module
 from modules.cache import CachedLLM, CallCache
 from modules.llm_tier import LLMTier
-from modules.local_tier import LocalFn, LocalTier
+from modules.local_tier import LocalFn, LocalStep, LocalTier
 from modules.pricing import CostModel
 from modules.strategies.common import check_options, llm_config, module_topk, pick_llm
 from modules.tier import MODULE_ORDER, Tier
@@ -74,6 +74,11 @@ def build_implementation(
     if retrieval_weight:
         mid_key += f",rw={retrieval_weight:g}"
     llm = pick_llm(llms, NAME, ("high", "default"))
+    # The summary's MiniLM ranking, cached (and packed) on its own: see modules.local_tier.LocalStep.
+    rank = LocalStep(
+        "summary", Tier.MID, NAME, "minilm-rank", partial(learned.rank_sentences, encoder), cache,
+        params=getattr(encoder, "name", type(encoder).__name__),
+    )
     # (method name, function, reads the question?) per module and non-LLM tier.
     local: dict[str, dict[Tier, tuple[str, LocalFn, bool]]] = {
         "filter": {
@@ -95,7 +100,9 @@ def build_implementation(
         "summary": {
             Tier.LOW: ("template", rules.template_summary_tier, True),
             Tier.MID: (
-                "extractive", partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep), True
+                "extractive",
+                partial(learned.extractive_summary, encoder=encoder, keep_evidence=keep, rank=rank),
+                True,
             ),
         },
     }
