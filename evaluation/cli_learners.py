@@ -14,6 +14,7 @@ per setting, the spread over the seeds.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from common.provenance import run_metadata
 from evaluation.bootstrap import DEFAULT_N_BOOT
 from evaluation.cli_options import add_option_argument, add_question_text_arguments, comma_list, parse_options
 from evaluation.cli_routability import question_index
+from evaluation.learner_export import ExportError, export_shipped
 from evaluation.outcome_learners import (
     KNN,
     AnyLearner,
@@ -37,6 +39,7 @@ from evaluation.outcome_learners import (
     Shipped,
     common_paths,
     learn_and_judge,
+    ref_cost_of,
 )
 from memory.encoder import get_encoder
 from policies.table_ppo import TablePPO, TablePPOSettings
@@ -68,6 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--folds", type=int, default=5, help="cross-fitting folds of the validation guard")
     a("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap replicates")
     a("--out", default=None, help="write learners.{txt,json} here")
+    a("--export", default=None, help="write what ships at --export-price here, as a router (Router.load)")
+    a("--export-price", type=float, default=None, help="the price --export ships at (default: the first)")
     add_option_argument(parser)
 
 
@@ -146,6 +151,39 @@ def _embed(encoder: Any, bench: Any, split: str, qids: list[str], what: str) -> 
     return np.asarray(encoder.encode([index[q][0] for q in qids]), dtype=np.float64)
 
 
+def export(
+    args: argparse.Namespace,
+    shipped: list[Shipped],
+    learners: list[AnyLearner],
+    x_val: np.ndarray,
+    val: OutcomeTable,
+    encoder: Any,
+) -> None:
+    """``--export``: write what ships at ``--export-price`` as a router, with the table's pipeline config.
+
+    Raises:
+        SystemExit: A price not among ``--prices``, or a router that cannot be exported, naming why.
+    """
+    price = shipped[0].price if args.export_price is None else float(args.export_price)
+    verdict = next((s for s in shipped if s.price == price), None)
+    if verdict is None:
+        raise SystemExit(f"error: --export-price {price:g} is not among --prices {args.prices}")
+    table_meta = Path(args.val_records).parents[2] / "metadata.json"
+    meta: dict[str, Any] = {
+        "encoder": getattr(encoder, "name", args.encoder),
+        # Router.config: the pipeline the tables were made with, so make_components rebuilds it
+        "config": json.loads(table_meta.read_text()).get("config") if table_meta.is_file() else None,
+        "run_name": f"learners-{args.benchmark}-price{price:g}",
+        "val_records": str(args.val_records),
+    }
+    try:
+        dest = export_shipped(verdict, learners, x_val, val, ref_cost_of(val), encoder.dim, args.export, meta)
+    except ExportError as exc:
+        raise SystemExit(f"error: --export: {exc}") from None
+    what = verdict.router or f"the fixed path {verdict.fixed_path}"
+    print(f"exported {what} (price {price:g}) to {dest}: Router.load reads it")
+
+
 def run(args: argparse.Namespace) -> int:
     """Load both tables, embed, learn, guard, judge, print and write; returns 0."""
     t0 = time.perf_counter()
@@ -194,4 +232,6 @@ def run(args: argparse.Namespace) -> int:
             out / "learners.json", {"rows": rows_json, "shipped": [s.as_dict() for s in shipped], **meta}
         )
         print(f"wrote {out}/: learners.txt, learners.json")
+    if args.export:
+        export(args, shipped, learners, x_val, val, encoder)
     return 0

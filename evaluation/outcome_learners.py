@@ -33,10 +33,12 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+import torch
 from tqdm import tqdm
 
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_mean, make_resampler
 from evaluation.routability import load_paths, unit_rows
+from policies.path_selector import KNNScorer, LinearScorer
 from policies.training.guard import paired_interval
 
 
@@ -82,6 +84,18 @@ class OutcomeTable:
             raise ValueError(f"paths {missing} are not in the outcome table (it has {self.labels})")
         idx = [self.labels.index(lab) for lab in labels]
         return OutcomeTable(self.qids, list(labels), self.f1[:, idx], self.cost[:, idx])
+
+
+def ref_cost_of(table: OutcomeTable) -> float:
+    """The cost a price is quoted against: the costliest path's mean cost on ``table`` (validation).
+
+    Raises:
+        ValueError: Every path has zero cost (nothing to price).
+    """
+    ref = float(table.cost.mean(axis=0).max())
+    if ref <= 0:
+        raise ValueError("every path has zero cost on validation; nothing to price")
+    return ref
 
 
 def common_paths(a: OutcomeTable, b: OutcomeTable) -> list[str]:
@@ -134,6 +148,11 @@ class KNN:
         self._x, self._f1, self._cost = unit_rows(x), table.f1, table.cost
         return self
 
+    def scorer(self, price: float, ref_cost: float) -> tuple[str, torch.nn.Module]:
+        """This fitted router at ``price`` as a router-format scorer (:mod:`policies.path_selector`)."""
+        t = torch.from_numpy
+        return "knn", KNNScorer(t(self._x), t(self._f1), t(self._cost), self.k, price, ref_cost)
+
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Neighbour means; ties in similarity go to the earlier training question."""
         sim = unit_rows(x) @ self._x.T
@@ -164,6 +183,11 @@ class PlugIn:
         self._w = c.T @ dual
         self._n_paths = table.f1.shape[1]
         return self
+
+    def scorer(self, price: float, ref_cost: float) -> tuple[str, torch.nn.Module]:
+        """This fitted router at ``price`` as a router-format scorer (:mod:`policies.path_selector`)."""
+        t = torch.from_numpy
+        return "linear", LinearScorer(t(self._mean), t(self._w), t(self._y_mean), price, ref_cost)
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predicted F1 and cost columns."""
@@ -366,9 +390,7 @@ def learn_and_judge(
             f"{x_val.shape[0]} validation / {x_test.shape[0]} test embeddings for "
             f"{len(val.qids)} / {len(test.qids)} questions"
         )
-    ref_cost = float(val.cost.mean(axis=0).max())
-    if ref_cost <= 0:
-        raise ValueError("every path has zero cost on validation; nothing to price")
+    ref_cost = ref_cost_of(val)
     high = test.labels.index("H,H,H,H,H") if "H,H,H,H,H" in test.labels else None
     rows: list[LearnerRow] = []
     shipped: list[Shipped] = []

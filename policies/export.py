@@ -22,6 +22,7 @@ from common.atomic import atomic_write_json
 from common.atomic_dir import free_space, write_dir_atomically
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
+from policies.path_selector import PathSelectorActor
 from policies.router import FORMAT, FORMAT_VERSION, METADATA_FILE, WEIGHTS_FILE, Router
 
 
@@ -115,7 +116,7 @@ def export_router(
 
 
 def write_router(
-    actor: RouterActor,
+    actor: RouterActor | PathSelectorActor,
     path: str | os.PathLike[str],
     metadata: Mapping[str, Any],
     check: Callable[[Router], None] | None = None,

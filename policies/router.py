@@ -19,6 +19,7 @@ from common.cost_weight import CostWeight
 from modules.llm_roles import tier_meaning_differences
 from modules.tier import MODULE_ORDER, Tier
 from policies.network import NetworkConfig, RouterActor
+from policies.path_selector import PathSelectorActor, build_selector
 
 if TYPE_CHECKING:  # type checkers only: importing them would pull the whole pipeline into a router
     from envs.components import EnvComponents
@@ -97,7 +98,7 @@ class Router:
             the λ :meth:`route` is asked to route at.
     """
 
-    def __init__(self, actor: RouterActor, metadata: Mapping[str, Any]) -> None:
+    def __init__(self, actor: RouterActor | PathSelectorActor, metadata: Mapping[str, Any]) -> None:
         self.actor = actor.eval()
         self.metadata: dict[str, Any] = dict(metadata)
         self.module_order: tuple[str, ...] = tuple(self.metadata.get("module_order", MODULE_ORDER))
@@ -166,7 +167,14 @@ class Router:
             config = NetworkConfig.from_dict(meta["network"])
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise RouterLoadError(f"{p}: bad network config in metadata: {exc}") from exc
-        actor = RouterActor(config)
+        actor: RouterActor | PathSelectorActor
+        if "selector" in meta:  # a table router shipped by `evaluate.py learners`: one path per question
+            try:
+                actor = build_selector(config, meta["selector"])
+            except ValueError as exc:
+                raise RouterLoadError(f"{p}: bad path selector in metadata: {exc}") from exc
+        else:
+            actor = RouterActor(config)
         state = torch.load(io.BytesIO(weight_bytes), map_location="cpu", weights_only=True)
         try:
             actor.load_state_dict(state)

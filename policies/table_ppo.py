@@ -14,14 +14,18 @@ leading principal directions (fitted on the training rows only) and each compone
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
+from torch import nn
 
 from envs.outcome_env import OutcomeTableEnv
+from policies.path_selector import PolicyScorer
 
 
 @dataclass(frozen=True)
@@ -71,18 +75,18 @@ class PrincipalFeatures:
     def fit(self, x: np.ndarray) -> PrincipalFeatures:
         """Learn the mean, directions and scales from the training rows ``(n, dim)``."""
         u = _unit_rows(x)
-        self._mean = u.mean(axis=0, keepdims=True)
+        self.mean = u.mean(axis=0, keepdims=True)
         # Thin SVD of the centred rows: the right singular vectors are the principal directions.
-        _, s, vt = np.linalg.svd(u - self._mean, full_matrices=False)
+        _, s, vt = np.linalg.svd(u - self.mean, full_matrices=False)
         k = max(1, min(self.n_components, int((s > 1e-9 * max(s[0], 1e-30)).sum())))
-        self._basis = vt[:k].T
-        z = (u - self._mean) @ self._basis
-        self._scale = np.where(z.std(axis=0) > 0, z.std(axis=0), 1.0)
+        self.basis = vt[:k].T
+        z = (u - self.mean) @ self.basis
+        self.scale = np.where(z.std(axis=0) > 0, z.std(axis=0), 1.0)
         return self
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         """Standardised components of rows ``(m, dim)``, as float32 ``(m, k)``."""
-        return (((_unit_rows(x) - self._mean) @ self._basis) / self._scale).astype(np.float32)
+        return (((_unit_rows(x) - self.mean) @ self.basis) / self.scale).astype(np.float32)
 
 
 def _unit_rows(x: np.ndarray) -> np.ndarray:
@@ -159,6 +163,31 @@ class TablePPO:
                 self._models[float(price)] = (model, make())
         return self
 
+    def scorer(self, price: float, ref_cost: float) -> tuple[str, nn.Module]:
+        """The router at ``price`` as a router-format scorer: its policy's logits on the same features.
+
+        Raises:
+            KeyError: As :meth:`choose`.
+        """
+        model, env = self._model_at(price)
+        policy = model.policy
+        # SB3's MlpPolicy on a Box: identity features, the policy MLP, the action head (logits).
+        layers = [*copy.deepcopy(list(policy.mlp_extractor.policy_net)), copy.deepcopy(policy.action_net)]
+        f = self._features
+        price_input = float(price) / env.price_scale if self.conditioned else None
+        t = torch.from_numpy
+        scorer = PolicyScorer(t(f.mean), t(f.basis), t(f.scale), nn.Sequential(*layers).float(), price_input)
+        return "policy", scorer
+
+    def _model_at(self, price: float) -> tuple[PPO, OutcomeTableEnv]:
+        if not self._models:
+            raise KeyError(f"{self.name} is not fitted")
+        # The λ-conditioned router is one model under every trained price and reads the price it is asked at.
+        key = next(iter(self._models)) if self.conditioned else float(price)
+        if key not in self._models:
+            raise KeyError(f"{self.name} was trained at prices {sorted(self._models)}, not {price}")
+        return self._models[key]
+
     def choose(self, x: np.ndarray, price: float) -> np.ndarray:
         """Each row's path: the trained policy's most probable action at ``price``.
 
@@ -166,13 +195,7 @@ class TablePPO:
             KeyError: Not fitted, or a per-price router asked at a price it was not trained at (the
                 λ-conditioned router answers at any price).
         """
-        if not self._models:
-            raise KeyError(f"{self.name} is not fitted")
-        # The λ-conditioned router is one model under every trained price and reads the price it is asked at.
-        key = next(iter(self._models)) if self.conditioned else float(price)
-        if key not in self._models:
-            raise KeyError(f"{self.name} was trained at prices {sorted(self._models)}, not {price}")
-        model, env = self._models[key]
+        model, env = self._model_at(price)
         obs = env.observe(self._features.transform(x), float(price))
         action, _ = model.predict(obs, deterministic=True)
         return np.asarray(action, dtype=int)

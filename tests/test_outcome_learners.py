@@ -153,7 +153,8 @@ def test_the_command_reads_both_tables_and_writes_what_ships(tmp_path, capsys):
         ["learners", "--benchmark", "custom", "--option", f"path={EXAMPLE}", "--encoder", "hashing",
          "--val-records", str(val), "--test-records", str(test), "--k", "1", "--ridge", "1", "--folds", "2",
          "--ppo-seeds", "0,1", "--ppo", "conditioned", "--ppo-timesteps", "256", "--prices", "0,0.1",
-         "--n-boot", "50", "--out", str(tmp_path / "learners")]
+         "--n-boot", "50", "--out", str(tmp_path / "learners"), "--export", str(tmp_path / "router"),
+         "--export-price", "0.1"]
     )  # fmt: skip
     assert code == 0
     text = capsys.readouterr().out
@@ -164,6 +165,17 @@ def test_the_command_reads_both_tables_and_writes_what_ships(tmp_path, capsys):
         "best fixed", "kNN k=1", "plug-in ridge alpha=1", "PPO λ-conditioned s0", "PPO λ-conditioned s1"
     }  # fmt: skip
     assert sorted(data["paths"]) == ["H,H,H,H,H", "L,L,L,L,L", "M,M,M,M,M"]
+    # What ships at price 0.1, in the router format, with the pipeline the tables were made with.
+    from policies.router import Router
+
+    router = Router.load(tmp_path / "router")
+    (verdict,) = [v for v in data["shipped"] if v["price"] == 0.1]
+    assert router.metadata["learners_verdict"]["price"] == 0.1
+    assert router.metadata.get("fixed_path", router.metadata.get("selector", {}).get("learner")) in (
+        verdict["router"] or verdict["fixed_path"],
+    )
+    assert router.config["encoder"] == "hashing"
+    assert f"exported {verdict['router'] or 'the fixed path'}" in text
     with pytest.raises(SystemExit, match="no such records directory"):
         evaluate.main(["learners", "--benchmark", "custom", "--val-records", str(tmp_path / "nope"),
                        "--test-records", str(test)])  # fmt: skip
