@@ -73,3 +73,42 @@ def test_without_a_passing_learner_the_fixed_path_ships_and_a_broken_selector_is
     meta_path.write_text(meta_path.read_text().replace('"kind": "knn"', '"kind": "forest"'))
     with pytest.raises(RouterLoadError, match="selector kind 'forest'"):
         Router.load(dest)
+
+
+def test_an_exported_selector_routes_live_questions_through_the_frontier_as_the_learner_chose(tmp_path):
+    """End to end on the fake stack: the observation the pipeline builds carries the question embedding the
+    selector reads, so ``evaluate.py frontier --routers`` runs each question on the learner's path."""
+    import json
+    from pathlib import Path
+
+    import evaluate
+    from benchmarks.registry import get_benchmark
+    from evaluation.cli_routability import question_index
+    from memory.encoder import get_encoder
+
+    example = Path(__file__).resolve().parent / "data" / "custom_example.jsonl"
+    index = question_index(get_benchmark("custom", path=str(example)), "test")
+    qids = sorted(index)
+    encoder = get_encoder("hashing")
+    x = np.asarray(encoder.encode([index[q][0] for q in qids]), dtype=np.float64)
+    f1 = np.eye(3)[np.arange(len(qids)) % 3]  # question i is answered by path i mod 3 alone
+    val = OutcomeTable(qids, LABELS, f1, np.tile([1.0, 1.0, 0.2], (len(qids), 1)))
+    learner = KNN(1)
+    verdict = Shipped(0.0, LABELS[2], learner.name, (1.0, 1.0, 1.0), (0.0, 0.0, 0.0), None, 0.0)
+    export_shipped(verdict, [learner], x, val, ref_cost_of(val), encoder.dim, tmp_path / "sel", {})
+    out = tmp_path / "frontier"
+    code = evaluate.main(
+        ["frontier", "--benchmark", "custom", "--split", "test", "--set", f"benchmark.options.path={example}",
+         "--set", "backend=fake", "--set", "encoder=hashing", "--set", "memory=no_ce",
+         "--set", f"cache.path={tmp_path / 'calls.sqlite'}", "--set", f"question_bank.cache_dir={tmp_path}",
+         "--baselines", "all-low", "--routers", str(tmp_path / "sel"), "--n-boot", "50", "--no-progress",
+         "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    (records,) = out.glob("records/*/test/router-*.jsonl")
+    letter = {"LOW": "L", "MID": "M", "HIGH": "H"}
+    routed = {
+        r["question_id"]: ",".join(letter[t] for t in r["tiers"])
+        for r in map(json.loads, records.read_text().splitlines())
+    }
+    assert routed == {q: LABELS[i % 3] for i, q in enumerate(qids)}
