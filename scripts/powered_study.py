@@ -50,6 +50,7 @@ class Piece:
     per_path: dict[str, int]
     fingerprint: str  # the records fingerprint of the study's current config and code: what `done` counts
     stale: tuple[str, ...]  # other fingerprints on disk (an earlier config or code): not counted
+    failed: int = 0  # counted outcomes with a failed LLM call (a parse failure, or an engine error)
 
     @property
     def complete(self) -> bool:
@@ -141,13 +142,17 @@ def piece_status(study: dict[str, Any], bench: dict[str, Any], split: str, run_i
     on_disk = sorted(p.name for p in (out / "records").glob("*") if p.is_dir())
     per_path: dict[str, int] = {}
     have: set[str] | None = None
+    failed = 0
     for rid in run_ids:
-        got = set(RecordStore(out / "records" / fp / split / f"{rid}.jsonl").records) & qids
+        records = RecordStore(out / "records" / fp / split / f"{rid}.jsonl").records
+        got = set(records) & qids
         per_path[rid] = len(got)
         have = got if have is None else have & got
+        failed += sum(1 for q in got if records[q].get("failures"))
     stale = tuple(f for f in on_disk if f != fp)
     overrides = tuple(bench.get("set", []))
-    return Piece(bench["name"], split, overrides, out, len(qids), len(have or ()), per_path, fp, stale)
+    done = len(have or ())
+    return Piece(bench["name"], split, overrides, out, len(qids), done, per_path, fp, stale, failed)
 
 
 def statuses(study: dict[str, Any]) -> list[Piece]:
@@ -158,21 +163,24 @@ def statuses(study: dict[str, Any]) -> list[Piece]:
 
 def format_status(pieces: list[Piece], n_paths: int) -> str:
     """A table: per piece, questions with every path, the least-covered path, and the record fingerprints."""
-    lines = [
-        f"{'benchmark/split':<26} {'questions':>9} {'complete':>9} {'least path':>11}  fingerprint",
-        "-" * 72,
-    ]
+    head = f"{'benchmark/split':<26} {'questions':>9} {'complete':>9} {'least path':>11} {'failed':>7}"
+    lines = [f"{head}  fingerprint", "-" * 80]
     for p in pieces:
         least = min(p.per_path.values()) if p.per_path else 0
         # Records of an earlier config or code are not this config's outcomes: name them, count nothing.
         stale = f"  (not counted: {', '.join(p.stale)}, an earlier config or code)" if p.stale else ""
         name = f"{p.benchmark}/{p.split}"
-        lines.append(f"{name:<26} {p.n_questions:>9} {p.done:>9} {least:>11}  {p.fingerprint}{stale}")
+        lines.append(
+            f"{name:<26} {p.n_questions:>9} {p.done:>9} {least:>11} {p.failed:>7}  {p.fingerprint}{stale}"
+        )
     total = sum(p.n_questions for p in pieces)
     done = sum(p.done for p in pieces)
     lines.append(
         f"outcomes: {done * n_paths:,} of {total * n_paths:,} ({n_paths} paths x {total:,} questions)"
     )
+    # A failed call is an outcome too (the pipeline's degraded answer), but an engine error is not: look.
+    lines.append("failed: outcomes with a failed LLM call (a record's `errors` names each); an engine")
+    lines.append("error (a closed backend) is not an outcome: remove those records, `run` redoes them")
     return "\n".join(lines)
 
 

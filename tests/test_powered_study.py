@@ -60,6 +60,20 @@ def test_blocks_grow_a_complete_table_with_a_delta_pack_each_and_resume_from_the
     assert moved.fingerprint != piece.fingerprint and moved.stale == (piece.fingerprint,)
     assert moved.done == 0 and set(moved.per_path.values()) == {0}
     assert f"not counted: {piece.fingerprint}" in ps.format_status([moved], len(moved.per_path))
+    # An outcome whose call failed is counted and shown, so that an engine error cannot pass unseen.
+    from evaluation.frontier_runner import RecordStore
+
+    (one,) = [p for p in records if "fixed-LLLLL" in p.name]
+    store = RecordStore(one.with_suffix(""))
+    first = next(iter(store.records))
+    original = dict(store.records[first])
+    store.add([{**store.records[first], "failures": 1, "errors": ["vLLM BackendError: backend closed"]}])
+    store.save()
+    (failing,) = ps.statuses(ps.load_study(study))
+    assert failing.failed == 1
+    assert " 1  " + failing.fingerprint in ps.format_status([failing], len(failing.per_path))
+    store.add([original])
+    store.save()
 
     assert ps.main(["run", "--study", str(study)]) == 0  # the last block: the whole split
     (piece,) = ps.statuses(ps.load_study(study))
