@@ -28,6 +28,7 @@ from common.provenance import run_metadata
 from evaluation.bootstrap import DEFAULT_N_BOOT
 from evaluation.cli_options import add_option_argument, add_question_text_arguments, comma_list, parse_options
 from evaluation.cli_routability import question_index
+from evaluation.frontier_runner import table_metadata_path
 from evaluation.learner_export import ExportError, export_shipped
 from evaluation.outcome_learners import (
     KNN,
@@ -168,7 +169,7 @@ def export(
     verdict = next((s for s in shipped if s.price == price), None)
     if verdict is None:
         raise SystemExit(f"error: --export-price {price:g} is not among --prices {args.prices}")
-    table_meta = Path(args.val_records).parents[2] / "metadata.json"
+    table_meta = table_metadata_path(args.val_records)
     meta: dict[str, Any] = {
         "encoder": getattr(encoder, "name", args.encoder),
         # Router.config: the pipeline the tables were made with, so make_components rebuilds it

@@ -31,8 +31,9 @@ from common.provenance import run_metadata
 from envs.question_bank import question_bank_from
 from evaluation.bootstrap import DEFAULT_N_BOOT
 from evaluation.cli_options import add_option_argument, add_question_text_arguments, comma_list, parse_options
-from evaluation.routability import RoutabilityRow, load_paths, routability, unit_rows
-from memory.encoder import get_encoder
+from evaluation.frontier_runner import table_metadata_path
+from evaluation.routability import RoutabilityRow, load_paths, routability
+from memory.encoder import get_encoder, unit_rows
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,7 +101,7 @@ def context_features(
     Raises:
         SystemExit: If the frontier's ``metadata.json`` is missing or a question is not in its bank.
     """
-    meta_path = records.parents[2] / "metadata.json"
+    meta_path = table_metadata_path(records)
     if not meta_path.is_file():
         raise SystemExit(
             f"error: --context needs the frontier run's config, {meta_path} (records/<fp>/<split> of a "

@@ -112,6 +112,14 @@ def record_stem(path: Path) -> str:
     return name[: -len(".jsonl.gz")] if name.endswith(".jsonl.gz") else path.stem
 
 
+def table_metadata_path(records_dir: str | Path) -> Path:
+    """The ``metadata.json`` of the frontier table whose records ``records_dir`` holds.
+
+    Records live at ``<out>/records/<fingerprint>/<split>``; the table's metadata at ``<out>/metadata.json``.
+    """
+    return Path(records_dir).parents[2] / "metadata.json"
+
+
 def record_files(root: Path, pattern: str = "*") -> list[Path]:
     """Record files (``.jsonl``, or committed ``.jsonl.gz``) in ``root`` whose run id matches ``pattern``."""
     return sorted([*root.glob(f"{pattern}.jsonl"), *root.glob(f"{pattern}.jsonl.gz")])

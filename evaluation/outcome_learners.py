@@ -37,7 +37,8 @@ import torch
 from tqdm import tqdm
 
 from evaluation.bootstrap import DEFAULT_ALPHA, DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap_mean, make_resampler
-from evaluation.routability import load_paths, unit_rows
+from evaluation.routability import load_paths
+from memory.encoder import unit_rows
 from policies.path_selector import KNNScorer, LinearScorer
 from policies.training.guard import paired_interval
 

@@ -26,7 +26,7 @@ from evaluation.bootstrap import (
     make_resampler,
     paired_difference,
 )
-from evaluation.frontier_runner import RecordStore
+from evaluation.frontier_runner import RecordStore, table_metadata_path
 
 _FIXED_ID = re.compile(r"^fixed-([LMH]+)$")
 
@@ -163,7 +163,7 @@ def table_questions(records_dir: Path) -> list[str] | None:
     ``records_dir`` is ``<out>/records/<fingerprint>/<split>``; the table's ``metadata.json`` is in ``<out>``.
     Tables written before the metadata listed the ids give None.
     """
-    meta = Path(records_dir).parents[2] / "metadata.json"
+    meta = table_metadata_path(records_dir)
     if not meta.is_file():
         return None
     ids = json.loads(meta.read_text()).get("question_ids")

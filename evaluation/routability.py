@@ -53,6 +53,7 @@ from evaluation.bootstrap import (
 )
 from evaluation.frontier_runner import RecordStore, record_files, record_stem
 from evaluation.oracle import path_label
+from memory.encoder import unit_rows
 
 #: Record files of deterministic paths (``evaluate.py frontier`` names them ``fixed-<tiers>``).
 FIXED_PREFIX = "fixed-"
@@ -142,13 +143,6 @@ def _column(records: Sequence[Mapping[str, Any]], key: str, path: Path) -> np.nd
             raise ValueError(f"{path}: question {rec.get('question_id')!r} has a non-finite {key!r}")
         values.append(value)
     return np.asarray(values, dtype=np.float64)
-
-
-def unit_rows(x: Any) -> np.ndarray:
-    """Each row divided by its L2 norm (all-zero rows stay zero)."""
-    arr = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
-    return arr / np.where(norms > 0, norms, 1.0)
 
 
 def neighbours(embeddings: np.ndarray, k: int) -> np.ndarray:

@@ -47,6 +47,13 @@ def _check_texts(texts: Sequence[str], encoder_name: str) -> list[str]:
     return out
 
 
+def unit_rows(x: Any) -> np.ndarray:
+    """Each row divided by its L2 norm, in float64 (all-zero rows stay zero): for cosines of embeddings."""
+    arr = np.asarray(x, dtype=np.float64)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    return arr / np.where(norms > 0, norms, 1.0)
+
+
 def _l2_normalise(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     # A zero row cannot be normalised; both encoders guarantee non-zero rows, this guards NaNs.

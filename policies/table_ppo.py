@@ -25,6 +25,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from torch import nn
 
 from envs.outcome_env import OutcomeTableEnv
+from memory.encoder import unit_rows
 from policies.path_selector import PolicyScorer
 
 
@@ -74,7 +75,7 @@ class PrincipalFeatures:
 
     def fit(self, x: np.ndarray) -> PrincipalFeatures:
         """Learn the mean, directions and scales from the training rows ``(n, dim)``."""
-        u = _unit_rows(x)
+        u = unit_rows(x)
         self.mean = u.mean(axis=0, keepdims=True)
         # Thin SVD of the centred rows: the right singular vectors are the principal directions.
         _, s, vt = np.linalg.svd(u - self.mean, full_matrices=False)
@@ -86,13 +87,7 @@ class PrincipalFeatures:
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         """Standardised components of rows ``(m, dim)``, as float32 ``(m, k)``."""
-        return (((_unit_rows(x) - self.mean) @ self.basis) / self.scale).astype(np.float32)
-
-
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms > 0, norms, 1.0)
+        return (((unit_rows(x) - self.mean) @ self.basis) / self.scale).astype(np.float32)
 
 
 class TablePPO:
