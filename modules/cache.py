@@ -129,8 +129,21 @@ def call_key(
 
 
 
+class _Flight:
+    """A call being computed by one thread, waited for by the others that need the same key."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: GenerationResult | None = None
+
+
 class CachedLLM:
     """An LLM backend seen through the call cache.
+
+    A call that another thread is computing is not computed twice: the second thread waits for the
+    first one's result (a backend that takes concurrent calls, e.g. llama.cpp slots, could otherwise
+    compute one key twice, and an engine whose numerics depend on the batch would store one answer
+    while the episode that computed the other recorded it: its table would not replay).
 
     Args:
         backend: The backend that computes misses.
@@ -144,6 +157,8 @@ class CachedLLM:
         self.invalid_rows: set[str] = set()
         # Asked once: an engine may hash its weights file to answer.
         self.numerics = backend.numerics()
+        self._flights: dict[str, _Flight] = {}
+        self._flights_lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -214,29 +229,27 @@ class CachedLLM:
             todo[key] = by_key[key]
         if todo and not self.backend.computes:
             self._replay_miss(todo, tags_by_key)
-        if todo:
-            fresh = self.backend.generate(list(todo.values()))
-            if len(fresh) != len(todo):
-                raise RuntimeError(
-                    f"backend {type(self.backend).__name__} returned {len(fresh)} results "
-                    f"for {len(todo)} requests"
-                )
-            good: list[tuple[str, dict[str, Any]]] = []
-            for key, result in zip(todo, fresh, strict=True):
-                try:
-                    result = check_result(result)
-                except InvalidResult as exc:
-                    result = as_failure(result, f"{type(self.backend).__name__}: {exc}")
-                results[key] = result
-                if result.ok:
-                    stored = asdict(result)
-                    # The tags ride along (not read back, not part of the result) so that a cache
-                    # can be broken down by module afterwards, e.g. a sweep's calls per trial.
-                    value = {f: stored[f] for f in STORED_FIELDS} | {"tags": dict(tags_by_key[key])}
-                    if self.numerics is not None:  # which engine wrote it, for `cache_pack inspect`
-                        value["numerics"] = dict(self.numerics)
-                    good.append((key, value))
-            self.cache.put_many(good)
+        with self._flights_lock:
+            theirs = {key: self._flights[key] for key in todo if key in self._flights}
+            mine = {key: _Flight() for key in todo if key not in theirs}
+            self._flights.update(mine)
+        todo = {key: todo[key] for key in mine}
+        try:
+            if todo:
+                self._compute(todo, tags_by_key, results)
+        finally:
+            with self._flights_lock:
+                for key, flight in mine.items():
+                    flight.result = results.get(key)
+                    del self._flights[key]
+                    flight.done.set()
+        for key, flight in theirs.items():
+            flight.done.wait()
+            if flight.result is not None and flight.result.ok:
+                # A hit for metering: a sequential loop would have found it in the cache.
+                results[key] = replace(flight.result, cached=True)
+            else:  # the other thread failed: a failure is not stored, so compute it here
+                results[key] = self.generate_tagged([(by_key[key], tags_by_key[key])])[0]
         # A duplicate of a freshly computed request inside the same batch is, for metering,
         # a cache hit: it would have been one with a sequential loop.
         out: list[GenerationResult] = []
@@ -246,6 +259,37 @@ class CachedLLM:
             out.append(replace(res, cached=True) if key in seen and not res.cached and res.ok else res)
             seen.add(key)
         return out
+
+    def _compute(
+        self,
+        todo: Mapping[str, GenerationRequest],
+        tags_by_key: Mapping[str, Mapping[str, str]],
+        results: dict[str, GenerationResult],
+    ) -> None:
+        """Compute ``todo`` in one backend batch, store the good results, add all to ``results``."""
+        assert self.cache is not None
+        fresh = self.backend.generate(list(todo.values()))
+        if len(fresh) != len(todo):
+            raise RuntimeError(
+                f"backend {type(self.backend).__name__} returned {len(fresh)} results "
+                f"for {len(todo)} requests"
+            )
+        good: list[tuple[str, dict[str, Any]]] = []
+        for key, result in zip(todo, fresh, strict=True):
+            try:
+                result = check_result(result)
+            except InvalidResult as exc:
+                result = as_failure(result, f"{type(self.backend).__name__}: {exc}")
+            results[key] = result
+            if result.ok:
+                stored = asdict(result)
+                # The tags ride along (not read back, not part of the result) so that a cache
+                # can be broken down by module afterwards, e.g. a sweep's calls per trial.
+                value = {f: stored[f] for f in STORED_FIELDS} | {"tags": dict(tags_by_key[key])}
+                if self.numerics is not None:  # which engine wrote it, for `cache_pack inspect`
+                    value["numerics"] = dict(self.numerics)
+                good.append((key, value))
+        self.cache.put_many(good)
 
     def _replay_miss(
         self, todo: Mapping[str, GenerationRequest], tags_by_key: Mapping[str, Mapping[str, str]]

@@ -1,4 +1,7 @@
 import multiprocessing as mp
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from modules.backends.base import GenerationRequest
@@ -60,6 +63,55 @@ def test_failures_are_not_cached_and_batches_dedupe(tmp_path: Path) -> None:
     assert good.ok and not good.cached and be.calls == 2
     a, b, c = llm.generate([req("y"), req("y"), req("x")], tags=TAGS)
     assert be.calls == 3 and a.text == b.text and not a.cached and b.cached and c.cached
+
+
+class _NumberedBackend(FakeBackend):
+    """A backend taking concurrent calls whose every computation answers differently (an engine whose
+    numerics depend on the batch), slow enough that two threads ask for one key at the same time."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        super().__init__(fail_first=fail_first)
+        self.concurrent_calls = True
+        self.lock = threading.Lock()
+
+    def generate(self, requests):
+        with self.lock:
+            out = super().generate(requests)
+            n = self.calls
+        time.sleep(0.2)
+        return [replace(r, text=f"{r.text} #{n}") if r.ok else r for r in out]
+
+
+def _two_threads_ask(llm: CachedLLM) -> list:
+    results: list = [None, None]
+
+    def ask(i: int) -> None:
+        if i:
+            time.sleep(0.05)  # the second thread asks while the first one computes
+        results[i] = llm.generate([req("same")], tags=TAGS)[0]
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_a_call_in_flight_is_not_computed_twice(tmp_path: Path) -> None:
+    """Two threads asking for one key at once: one computation, both get what the cache stores (two
+    computations could differ, and the cache would keep one while an episode recorded the other)."""
+    be = _NumberedBackend()
+    llm = CachedLLM(be, CallCache(tmp_path / "c.sqlite"))
+    first, second = _two_threads_ask(llm)
+    assert be.calls == 1 and first.text == second.text and not first.cached and second.cached
+    (stored,) = llm.generate([req("same")], tags=TAGS)
+    assert stored.text == first.text
+    # The computing thread failed: a failure is not stored, so the waiting thread computes it itself.
+    be = _NumberedBackend(fail_first=1)
+    llm = CachedLLM(be, CallCache(tmp_path / "d.sqlite"))
+    first, second = _two_threads_ask(llm)
+    assert be.calls == 2 and not first.ok and second.ok and not second.cached
 
 
 def test_no_cache_passthrough() -> None:

@@ -119,13 +119,14 @@ def test_frontier_end_to_end_and_record_cache(sweep, tmp_path, monkeypatch, caps
 
     # Second run with one more checkpoint: only the new router's questions are evaluated.
     calls = []
-    real = frontier_runner.evaluate_run
+    real = frontier_runner.evaluate_runs
 
-    def counting(run, items, components, store, **kw):
-        calls.append((run.run_id, len(store.missing([str(i.question.question_id) for i in items]))))
-        return real(run, items, components, store, **kw)
+    def counting(runs, items, components, **kw):
+        ids = [str(i.question.question_id) for i in items]
+        calls.extend((run.run_id, len(store.missing(ids))) for run, store in runs)
+        return real(runs, items, components, **kw)
 
-    monkeypatch.setattr(frontier_runner, "evaluate_run", counting)
+    monkeypatch.setattr(frontier_runner, "evaluate_runs", counting)
     args2 = _args(tmp_path, "--routers", str(sweep / "lam*"), "--checkpoint-glob", "best")
     assert _run(args2) == 0
     fresh = [(rid, n) for rid, n in calls if n > 0]
@@ -212,7 +213,7 @@ def test_set_options_of_the_benchmark_named_by_benchmark_take_effect():
 def test_mismatched_router_fails_before_any_evaluation(sweep, tmp_path, monkeypatch):
     """A router trained with another encoder is refused up front, not after the baselines ran."""
     calls = []
-    monkeypatch.setattr(frontier_runner, "evaluate_run", lambda *a, **k: calls.append(a) or [])
+    monkeypatch.setattr(frontier_runner, "evaluate_runs", lambda *a, **k: calls.append(a) or [])
     args = _args(tmp_path, "--routers", str(sweep / "lam0.0_s0"), "--checkpoint-glob", "best")
     paths = frontier_systems.find_checkpoints(args.routers, args.checkpoint_glob)
     routers, ckpts, _ = frontier_systems.router_systems(paths)
@@ -445,7 +446,7 @@ def test_a_router_of_another_strategy_is_refused_before_any_evaluation(tmp_path,
     from policies.router import RouterMismatchError
 
     calls = []
-    monkeypatch.setattr(frontier_runner, "evaluate_run", lambda *a, **k: calls.append(a) or [])
+    monkeypatch.setattr(frontier_runner, "evaluate_runs", lambda *a, **k: calls.append(a) or [])
     comps = make_fake_components()
     trained = {"strategy": {"name": "reasoning", "options": {}}, "backend": {"name": "fake", "model": "m"}}
     meta = {

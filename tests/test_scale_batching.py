@@ -233,6 +233,34 @@ def test_frontier_with_n_in_flight_gives_the_records_of_one_at_a_time(tmp_path) 
     assert sum(many.batch_sizes) == sum(one.batch_sizes)
 
 
+def test_the_runs_of_a_table_share_one_queue_of_episodes(tmp_path) -> None:
+    """`frontier --concurrency N` over several paths: the next path's questions start while the last
+    ones of the path before are in flight, the records are those of one path after the other, and runs
+    sharing an id are evaluated once."""
+    from evaluation.frontier_runner import RecordStore, evaluate_runs, fixed_run
+    from modules.tier import parse_tiers
+
+    items = make_fake_bank(3, k=4)
+    paths = [fixed_run(parse_tiers(p)) for p in ("H,H,H,H,H", "H,L,L,L,L", "L,L,L,L,H", "H,H,H,H,H")]
+
+    def table(concurrency: int, name: str) -> tuple[list[list[dict]], RecordingBackend]:
+        backend = RecordingBackend()
+        runs = [(run, RecordStore(tmp_path / name / f"{run.run_id}.jsonl")) for run in paths]
+        records = evaluate_runs(runs, items, _components(backend), progress=False, concurrency=concurrency)
+        return _without_cache_fields(records), backend
+
+    seq, one = table(1, "one")
+    shared, many = table(4, "many")
+    assert shared == seq and shared[0] == shared[3]
+    assert max(one.batch_sizes) == 1 and max(many.batch_sizes) == 4
+    # The batch drains once, at the end, not after every path (a queue per path: 4, ..., 1, 1, 4, ...).
+    assert many.batch_sizes == sorted(many.batch_sizes, reverse=True) and min(many.batch_sizes) < 4
+    assert sum(many.batch_sizes) == sum(one.batch_sizes)  # the duplicate path computed nothing
+    assert sorted(p.name for p in (tmp_path / "many").iterdir()) == sorted(
+        f"{run.run_id}.jsonl" for run in paths[:3]
+    )
+
+
 def test_ctrl_c_with_episodes_in_flight_keeps_what_finished(tmp_path) -> None:
     """A KeyboardInterrupt while N episodes run: the finished episodes' records are saved and their calls
     cached; a rerun computes only the rest and ends with the same records."""
