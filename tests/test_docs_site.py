@@ -113,6 +113,8 @@ def test_results_pages_are_short_and_speak_without_issue_numbers() -> None:
         prose = re.sub(r"```.*?```|`[^`\n]*`|\]\([^)]*\)", "", text, flags=re.DOTALL)
         labels = re.findall(r"\b(?:[Rr]uns? \d\b|hp0?1?\b|lme0?1?\b|Q[12]\b)", prose)
         assert not labels, f"{page.relative_to(root)}: {labels[:3]}: name the router or run by what it is"
+        numbers = re.findall(r"(?<![\w&/#])#\d+\b", prose)  # "#14 closed": a tracker's number
+        assert not numbers, f"{page.relative_to(root)}: {numbers[:3]}: name the item, not its number"
 
 
 #: The headline tables' rows and the committed frontier directory each quotes.
