@@ -101,7 +101,7 @@ def score_answer(question: Question, prediction: str, benchmark: str) -> dict[st
 def answer_containment(question: Question, context: str, benchmark: str) -> float:
     """Share of the scored gold answer's normalised words that occur in ``context``.
 
-    A retrieval/compression diagnostic (issue #13's "containment"): a context that lost the
+    A retrieval/compression diagnostic ("containment"): a context that lost the
     answer's words cannot be answered from. Questions whose gold answer has no words give 1.0
     only when there is nothing to contain (empty gold).
     """

@@ -267,8 +267,8 @@ def summarise_headroom(
 
 #: ``(rung, dearer context, cheaper context)`` for every rung of the tier ladder: the uniform
 #: rungs, then per module its MID over its LOW (all-MID against ``MID, m=LOW``) and its HIGH
-#: over its MID (``MID, m=HIGH`` against all-MID), the per-module ordering issue #13 asks for;
-#: last, per module its MID over its LOW with every other module at LOW (``LOW, m=MID``).
+#: over its MID (``MID, m=HIGH`` against all-MID), the per-module ordering the quality ladder is
+#: built to show; last, per module its MID over its LOW with every other module at LOW (``LOW, m=MID``).
 LADDER_STEPS: tuple[tuple[str, str, str], ...] = (
     ("all: MID over LOW", "all-MID", "all-LOW"),
     ("all: HIGH over MID", "all-HIGH", "all-MID"),

@@ -298,6 +298,7 @@ def run(study: dict[str, Any], args: argparse.Namespace) -> int:
             export_delta(study)
         last_block_s = time.monotonic() - t0
         blocks += 1
+        print(f"block took {last_block_s / 60:.1f} min")
         if code != 0:
             return code
 

@@ -206,6 +206,7 @@ def explain_failures(reasons: Counter[str]) -> str:
     example = redact_text(reasons.most_common(1)[0][0])
     return (
         f": {parts}, e.g. {example!r}. Each failed module used its fallback (the retrieved chunks, no "
-        "relations, the template summary) and its episode was scored as it was; a larger model "
-        "(+experiment=cpu_quality) fails less; train.max_failure_rate stops a run that fails more"
+        "relations, the template summary) and its episode was scored as it was; a larger HIGH-tier model "
+        "fails less (the cpu_quality ladder's Qwen2.5-Coder-1.5B-Instruct less than SmolLM2-135M); "
+        "train.max_failure_rate stops a run that fails more"
     )
