@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,16 @@ def test_the_powered_study_page_names_the_question_count_its_tables_have(hooks) 
     stated = {int(n) for groups in re.findall(counts, page) for n in groups if n}
     assert stated and stated == n_table == {n_paired}, (stated, n_table, n_paired)
     assert rendered.count("\n") == 1 + len(dict.fromkeys([*refs.split(","), *systems.split(",")]))
+    # The progress table's other rows: each split's committed table has the questions the page says.
+    rows = {"LoCoMo validation": ["locomo-val"], "LongMemEval (oracle) test / validation": [
+        "longmemeval_oracle-test", "longmemeval_oracle-val"], "HotpotQA test / validation": ["hotpotqa-test",
+        "hotpotqa-val"]}  # fmt: skip
+    for label, dirs in rows.items():
+        (done,) = re.findall(rf"^\| {re.escape(label)} \| [\d /]+ \| ([^|]+) \|$", page, flags=re.MULTILINE)
+        have = []
+        for name in dirs:
+            meta = ROOT / "results" / "outcomes" / name / "metadata.json"
+            have.append(json.loads(meta.read_text())["n_questions"] if meta.is_file() else 0)
+        assert done.strip().split(" (")[0] == " / ".join(str(n) for n in have) or (
+            done.strip() == "0" and not any(have)
+        ), (label, done, have)
