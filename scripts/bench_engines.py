@@ -26,7 +26,10 @@ instruction-set flags, and every file below carries the CPU id:
   the engine as one batch; llama.cpp gets N server slots) on a call cache of its own, empty at the start, and
   records the wall time of the question loop, questions/hour, the mean batch the engine saw, prompt tokens
   computed and served from the engine's prefix cache, and each question's F1 and answer. Cells are
-  interleaved within a repeat (``--repeats``); a finished cell is never run again, so a stopped run resumes;
+  interleaved within a repeat (``--repeats``); a finished cell is never run again, so a stopped run resumes.
+  ``--policy paths`` runs the powered study's shape instead: every question on each of ``--paths`` (one queue
+  of episodes, path after path, as ``evaluate.py frontier`` runs them), and a cell ``ENGINE@N:per-path``
+  gives each path its own queue, so the two are measured side by side;
 * ``report``: ``engines.md``/``engines.json``: per engine the median wall per question and its ratio
   to the reference engine measured side by side, F1 with a paired bootstrap interval against the
   reference, token F1 between engines' answers, and the micro numbers as shares of the peak.
@@ -301,28 +304,38 @@ def _append_jsonl(path: Path, row: dict[str, Any]) -> None:
 
 
 DISPATCHES = ("direct", "lockstep")
+#: ``per-path``: with ``--policy paths``, one queue per path (each path's questions drain before the next
+#: path's start) instead of one queue for all (``evaluation.frontier_runner.evaluate_runs``).
+QUEUES = ("per-path",)
 
 
-def parse_cells(text: str) -> list[tuple[str, int, str | None]]:
-    """``"xllamacpp@1,native@4:lockstep"`` -> ``[("xllamacpp", 1, None), ("native", 4, "lockstep")]``.
+def parse_cells(text: str) -> list[tuple[str, int, str | None, str]]:
+    """``"xllamacpp@1,native@4:lockstep"`` -> ``[("xllamacpp", 1, None, "shared"), ("native", 4, "lockstep",
+    "shared")]``.
 
     A cell may force the lockstep barrier (``:lockstep``) on an engine that takes concurrent calls
     (llama.cpp slots); without it each engine gets its own default (``LLMBackend.concurrent_calls``).
+    ``:per-path`` runs a ``--policy paths`` workload one path after the other, each path its own queue.
 
     Raises:
-        SystemExit: A cell that is not ``ENGINE@N[:DISPATCH]`` with a known engine and N >= 1.
+        SystemExit: A cell that is not ``ENGINE@N[:DISPATCH][:per-path]`` with a known engine and N >= 1.
     """
-    cells: list[tuple[str, int, str | None]] = []
+    cells: list[tuple[str, int, str | None, str]] = []
     known = engine_specs("qwen2.5-1.5b", 1)
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        head, _, dispatch = part.partition(":")
+        head, *mods = part.split(":")
         engine, _, n = head.partition("@")
-        if engine not in known or not n.isdigit() or int(n) < 1 or (dispatch and dispatch not in DISPATCHES):
+        dispatch = [m for m in mods if m in DISPATCHES]
+        queue = [m for m in mods if m in QUEUES]
+        if (
+            engine not in known or not n.isdigit() or int(n) < 1
+            or len(dispatch) + len(queue) != len(mods) or len(dispatch) > 1 or len(queue) > 1
+        ):  # fmt: skip
             raise SystemExit(
-                f"--cells {part!r}: expected ENGINE@N[:DISPATCH] with N >= 1, ENGINE one of {sorted(known)} "
-                f"and DISPATCH one of {DISPATCHES}"
+                f"--cells {part!r}: expected ENGINE@N[:DISPATCH][:per-path] with N >= 1, ENGINE one of "
+                f"{sorted(known)} and DISPATCH one of {DISPATCHES}"
             )
-        cells.append((engine, int(n), dispatch or None))
+        cells.append((engine, int(n), dispatch[0] if dispatch else None, queue[0] if queue else "shared"))
     return cells
 
 
@@ -331,17 +344,44 @@ def parse_cells(text: str) -> list[tuple[str, int, str | None]]:
 _DIRECT_ENGINES = ("xllamacpp", "native")
 
 
-def cell_label(engine: str, n: int, dispatch: str) -> str:
+def cell_label(engine: str, n: int, dispatch: str, queue: str = "shared") -> str:
     """How a cell is named in the records and the table: ``native@4``, or ``native@4:lockstep`` where
-    an engine that takes concurrent calls was put behind the barrier (N > 1 only: at N = 1 both are one)."""
+    an engine that takes concurrent calls was put behind the barrier (N > 1 only: at N = 1 both are one),
+    and ``:per-path`` where a paths workload ran one queue per path."""
+    label = f"{engine}@{n}"
     if dispatch == "lockstep" and n > 1 and engine in _DIRECT_ENGINES:
-        return f"{engine}@{n}:lockstep"
-    return f"{engine}@{n}"
+        label += ":lockstep"
+    return label + (f":{queue}" if queue != "shared" else "")
 
 
 def row_label(row: dict[str, Any]) -> str:
     """The cell label of a throughput record (older records, without ``dispatch``, ran lockstep)."""
-    return cell_label(row["engine"], int(row["concurrency"]), row.get("dispatch", "lockstep"))
+    return cell_label(
+        row["engine"], int(row["concurrency"]), row.get("dispatch", "lockstep"), row.get("queue", "shared")
+    )
+
+
+def workload_runs(policy: str, paths: str, seed: int) -> list[Any]:
+    """The run specs every cell evaluates on each question: all-HIGH, the seeded random policy, or the
+    fixed ``paths`` (frontier baseline names, e.g. the powered study's ``all-low,all-mid,all-high,
+    single-module``)."""
+    from evaluation.frontier_runner import fixed_run, random_run
+    from evaluation.frontier_systems import baseline_systems
+    from modules.tier import MODULE_ORDER, Tier
+
+    if policy == "all-high":
+        return [fixed_run((Tier.HIGH,) * len(MODULE_ORDER))]
+    if policy == "random":
+        return [random_run(seed)]
+
+    def no_search() -> Any:
+        raise SystemExit("--paths: fixed paths only (best-fixed searches on validation)")
+
+    systems = baseline_systems(argparse.Namespace(baselines=paths, random_seeds="0"), no_search)
+    runs = [run for sys_spec in systems for run in sys_spec.runs]
+    if any(r.observes or r.seed is not None for r in runs):
+        raise SystemExit(f"--paths {paths!r}: fixed tier paths only")
+    return list({r.run_id: r for r in runs}.values())
 
 
 def run_throughput(args: argparse.Namespace) -> None:
@@ -350,9 +390,7 @@ def run_throughput(args: argparse.Namespace) -> None:
     from envs.components import make_components
     from envs.question_bank import question_bank_from
     from envs.rollout import run_episode
-    from evaluation.frontier_runner import fixed_run, random_run
     from evaluation.headroom import stratified
-    from modules.tier import MODULE_ORDER, Tier
     from scale.batched_rollout import map_batched
     from scale.batching import BatchStats
 
@@ -364,15 +402,18 @@ def run_throughput(args: argparse.Namespace) -> None:
     done = {(row_label(r), r["policy"], r["repeat"]) for r in _read_jsonl(records_path)}
     cells = parse_cells(args.cells)
     specs = engine_specs(args.model, args.threads)
-    run = fixed_run((Tier.HIGH,) * len(MODULE_ORDER)) if args.policy == "all-high" else random_run(args.seed)
+    runs = workload_runs(args.policy, args.paths, args.seed)
+    policy = f"paths:{args.paths}" if args.policy == "paths" else args.policy
+    if any(queue != "shared" for *_, queue in cells) and len(runs) < 2:
+        raise SystemExit("--cells ...:per-path needs --policy paths (one queue per path of several)")
     items = None
     cpu = cpu_id()
     for rep in range(args.repeats):
-        for engine, n, forced in cells:
+        for engine, n, forced, queue in cells:
             spec = dict(specs[engine])
             dispatch = forced or ("direct" if engine in _DIRECT_ENGINES and n > 1 else "lockstep")
-            cell = cell_label(engine, n, dispatch)
-            if (cell, args.policy, rep) in done:
+            cell = cell_label(engine, n, dispatch, queue)
+            if (cell, policy, rep) in done:
                 continue
             if spec["name"] == "llamacpp":
                 spec["n_parallel"] = n  # llama.cpp serves N requests at once only from N slots
@@ -391,16 +432,25 @@ def run_throughput(args: argparse.Namespace) -> None:
             if dispatch == "direct" and not all(b.concurrent_calls for b in backends.values()):
                 raise SystemExit(f"{cell}: {engine} takes no concurrent calls; use {engine}@{n}:lockstep")
             stats = BatchStats()
+            # One queue of (path, question) episodes, path after path (what `frontier` runs), or a queue
+            # per path.
+            tasks = [(run, it) for run in runs for it in items]
+            step = len(tasks) if queue == "shared" else len(items)
+            queues = [tasks[i : i + step] for i in range(0, len(tasks), step)]
             t = time.perf_counter()
-            records = map_batched(
-                lambda it, comps=comps: run_episode(it, run.decide_for(it), comps), items, n,
-                progress=True, desc=cell, stats=stats,
-            )  # fmt: skip
+            records = [
+                rec
+                for q in queues
+                for rec in map_batched(
+                    lambda task, comps=comps: run_episode(task[1], task[0].decide_for(task[1]), comps), q, n,
+                    progress=True, desc=cell, stats=stats,
+                )
+            ]  # fmt: skip
             wall = time.perf_counter() - t
             caches = [b.prefix_cache for b in backends.values() if getattr(b, "prefix_cache", None)]
             rec = {
-                "cell": cell, "engine": engine, "concurrency": n, "dispatch": dispatch, "policy": args.policy,
-                "repeat": rep,
+                "cell": cell, "engine": engine, "concurrency": n, "dispatch": dispatch, "queue": queue,
+                "policy": policy, "repeat": rep,
                 "questions": len(records), "wall_s": wall, "q_per_hour": 3600 * len(records) / wall,
                 "mean_batch": stats.mean_batch, "batches": stats.batches,
                 "prompt_tokens": sum(c.prompt for c in caches),
@@ -408,8 +458,8 @@ def run_throughput(args: argparse.Namespace) -> None:
                 "f1": statistics.fmean(r.f1 for r in records), "model": args.model, "cpu": cpu,
                 "per_question": [
                     {"question_id": r.question_id, "f1": r.f1, "prediction": r.prediction,
-                     "failures": r.failures}
-                    for r in records
+                     "failures": r.failures} | ({"path": run.run_id} if len(runs) > 1 else {})
+                    for (run, _), r in zip(tasks, records, strict=True)
                 ],
             }  # fmt: skip
             _append_jsonl(records_path, rec)
@@ -421,11 +471,14 @@ def run_throughput(args: argparse.Namespace) -> None:
 def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1") -> dict[str, Any]:
     """Per policy and cell: median wall and q/h over repeats, speed-up against ``reference`` (median of the
     per-repeat ratios: measured side by side), mean batch, prefix-cache share, F1 and its paired interval
-    against the reference on the same questions."""
+    against the reference on the same questions (and paths). A policy whose cells lack ``reference`` (a
+    paths workload, too dear for the wheel) is compared with its first cell; each row names its reference."""
     out: dict[str, Any] = {}
     for policy in sorted({r["policy"] for r in rows}):
         mine = [r for r in rows if r["policy"] == policy]
-        ref = {r["repeat"]: r for r in mine if row_label(r) == reference}
+        labels = [row_label(r) for r in mine]
+        ref_cell = reference if reference in labels else labels[0]
+        ref = {r["repeat"]: r for r in mine if row_label(r) == ref_cell}
         table = {}
         for cell in dict.fromkeys(row_label(r) for r in mine):
             runs = [r for r in mine if row_label(r) == cell]
@@ -440,11 +493,14 @@ def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1"
                 "mean_batch": statistics.fmean(r["mean_batch"] for r in runs),
                 "cached_share": sum(r["cached_tokens"] for r in runs) / prompt if prompt else None,
                 "f1": statistics.fmean(r["f1"] for r in runs),
+                "reference": ref_cell,
             }  # fmt: skip
             if ref:
-                ref_f1 = {q["question_id"]: q["f1"] for q in next(iter(ref.values()))["per_question"]}
-                diffs = [q["f1"] - ref_f1[q["question_id"]] for q in runs[0]["per_question"]
-                         if q["question_id"] in ref_f1]  # fmt: skip
+                # A paths workload's records are (path, question) episodes.
+                first = next(iter(ref.values()))["per_question"]
+                ref_f1 = {(q.get("path"), q["question_id"]): q["f1"] for q in first}
+                diffs = [q["f1"] - ref_f1[q.get("path"), q["question_id"]] for q in runs[0]["per_question"]
+                         if (q.get("path"), q["question_id"]) in ref_f1]  # fmt: skip
                 row["f1_minus_reference"] = list(_paired_ci(diffs)) if diffs else None
             table[cell] = row
         out[policy] = table
@@ -573,12 +629,14 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{r['same_answer_share']:.0%} |"
             )
     for policy, table in report.get("throughput", {}).items():
+        ref = next(iter(table.values())).get("reference", "xllamacpp@1")
+        unit = "episodes" if policy.startswith("paths:") else "questions"  # (path, question) pairs
         lines += [
             "",
             f"## Many questions in flight: `{policy}` policy (cells interleaved, medians over repeats)",
             "",
-            "| engine@N | repeats | questions | median wall s | questions/hour | speed-up vs xllamacpp@1 | "
-            "mean batch | prompt tokens from prefix cache | F1 | F1 − xllamacpp@1 [95% CI] |",
+            f"| engine@N | repeats | {unit} | median wall s | {unit}/hour | speed-up vs {ref} | "
+            f"mean batch | prompt tokens from prefix cache | F1 | F1 − {ref} [95% CI] |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for cell, r in table.items():
@@ -640,8 +698,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], help="config override for `questions`")
     parser.add_argument("--cells", default="xllamacpp@1,native@1,native@4,vllm-bf16@1,vllm-bf16@8",
                         help="`throughput`: ENGINE@N cells (N questions in flight)")  # fmt: skip
-    parser.add_argument("--policy", default="all-high", choices=["all-high", "random"],
-                        help="`throughput`: the policy every cell runs")  # fmt: skip
+    parser.add_argument(
+        "--policy", default="all-high", choices=["all-high", "random", "paths"],
+        help="`throughput`: the policy every cell runs (paths: each question on every --paths)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--paths", default="all-low,all-mid,all-high,single-module",
+        help="`throughput --policy paths`: fixed paths (frontier baseline names)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="`throughput --policy random`: the policy's seed")
     args = parser.parse_args(argv)
     from common.atomic import atomic_write_json, atomic_write_text

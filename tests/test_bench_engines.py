@@ -15,10 +15,12 @@ def _bench():
 
 def test_cells_parse_and_bad_ones_are_named():
     bench = _bench()
-    assert bench.parse_cells("xllamacpp@1, native@4,vllm-bf16@16,native@8:lockstep") == [
-        ("xllamacpp", 1, None), ("native", 4, None), ("vllm-bf16", 16, None), ("native", 8, "lockstep")
+    cells = "xllamacpp@1, native@4,vllm-bf16@16,native@8:lockstep,vllm-int8@16:per-path"
+    assert bench.parse_cells(cells) == [
+        ("xllamacpp", 1, None, "shared"), ("native", 4, None, "shared"), ("vllm-bf16", 16, None, "shared"),
+        ("native", 8, "lockstep", "shared"), ("vllm-int8", 16, None, "per-path"),
     ]  # fmt: skip
-    for bad in ("native", "native@0", "nope@2", "native@x", "native@4:async"):
+    for bad in ("native", "native@0", "nope@2", "native@x", "native@4:async", "native@4:lockstep:lockstep"):
         with pytest.raises(SystemExit, match="--cells"):
             bench.parse_cells(bad)
 
@@ -31,6 +33,40 @@ def test_cells_are_labelled_by_dispatch_and_old_rows_ran_lockstep():
     assert bench.cell_label("vllm-bf16", 8, "lockstep") == "vllm-bf16@8"  # in process: lockstep is all it has
     assert bench.row_label({"engine": "native", "concurrency": 4}) == "native@4:lockstep"
     assert bench.row_label({"engine": "native", "concurrency": 4, "dispatch": "direct"}) == "native@4"
+    assert bench.cell_label("vllm-int8", 16, "lockstep", "per-path") == "vllm-int8@16:per-path"
+    row = {"engine": "vllm-int8", "concurrency": 16, "queue": "per-path"}
+    assert bench.row_label(row) == "vllm-int8@16:per-path"
+
+
+def test_a_paths_workload_is_the_fixed_paths_and_is_paired_by_path():
+    """`--policy paths`: every question on each fixed path (the powered study's shape); a table without the
+    wheel compares with its first cell, and pairs F1 by (path, question)."""
+    bench = _bench()
+    runs = bench.workload_runs("paths", "all-low,all-mid,all-high,single-module", 0)
+    assert len(runs) == 13 and runs[0].run_id == "fixed-LLLLL" and not any(r.observes for r in runs)
+    assert [r.run_id for r in bench.workload_runs("paths", "all-low,all-high,all-low", 0)] == [
+        "fixed-LLLLL", "fixed-HHHHH"
+    ]
+    with pytest.raises(SystemExit, match="fixed tier paths"):
+        bench.workload_runs("paths", "all-low,random", 0)
+
+    def row(cell, queue, wall, f1s):
+        r = _row(cell, 0, wall, f1s) | {"policy": "paths:x", "queue": queue, "dispatch": "lockstep"}
+        r["per_question"] = [
+            {"question_id": "q0", "path": path, "f1": f}
+            for path, f in zip(("fixed-LLLLL", "fixed-HHHHH"), f1s, strict=True)
+        ]
+        return r
+
+    table = bench.throughput_report(
+        [row("vllm-int8@16", "per-path", 120.0, [0.2, 0.6]), row("vllm-int8@16", "shared", 100.0, [0.2, 0.8])]
+    )["paths:x"]
+    shared = table["vllm-int8@16"]
+    assert shared["reference"] == "vllm-int8@16:per-path"
+    assert shared["speedup_vs_reference"] == pytest.approx(1.2)
+    assert shared["f1_minus_reference"][0] == pytest.approx(0.1)  # (0 + 0.2) / 2: paired path by path
+    text = bench.format_report({"throughput": {"paths:x": table}})
+    assert "speed-up vs vllm-int8@16:per-path" in text and "episodes/hour" in text
 
 
 def _row(cell, rep, wall, f1s, prompt=100, cached=40):
