@@ -312,7 +312,7 @@ def test_an_episode_that_returns_after_a_stop_is_not_kept() -> None:
 
     def fn(i: int) -> str:
         if i > 0:
-            release.wait(10)  # in flight when the stop comes
+            release.wait(60)  # in flight when the stop comes (the stop ends the wait long before)
             return f"failed {i}: backend closed"
         return "answer 0"
 
@@ -320,13 +320,19 @@ def test_an_episode_that_returns_after_a_stop_is_not_kept() -> None:
         kept.append(result)
         if len(kept) > 1:
             return
-        # The stop: a real signal to the main thread (interrupt_main would not wake it from join()).
+        # The stop: a real signal to the main thread (interrupt_main would not wake it from join()), sent
+        # now rather than from a timer, which a loaded machine can delay past the episodes' return.
         main = threading.main_thread().ident
         assert main is not None
-        threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+        signal.pthread_kill(main, signal.SIGINT)
 
-    with pytest.raises(KeyboardInterrupt):
-        map_batched(fn, list(range(3)), n_envs=3, on_result=on_result, progress=False)
+    # Python's own Ctrl-C handler, whatever an earlier test in this worker process left installed.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            map_batched(fn, list(range(3)), n_envs=3, on_result=on_result, progress=False)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     release.set()
     time.sleep(0.3)  # the workers return now
     assert kept == ["answer 0"]
