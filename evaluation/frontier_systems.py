@@ -231,6 +231,25 @@ def baseline_systems(args: argparse.Namespace, val_search: Any) -> list[SystemSp
     return systems
 
 
+def fixed_path_runs(paths: str) -> list[RunSpec]:
+    """The runs of a ``--baselines`` list of fixed tier paths, one per distinct path, in order.
+
+    ``all-low``, ``single-module``, ``fixed:...`` and the like; random and best-fixed are refused.
+
+    Raises:
+        ValueError: A name that is not a fixed tier path.
+    """
+
+    def no_search() -> Any:
+        raise ValueError(f"{paths!r}: best-fixed searches on validation; name fixed paths")
+
+    systems = baseline_systems(argparse.Namespace(baselines=paths, random_seeds="0"), no_search)
+    runs = [run for sys_spec in systems for run in sys_spec.runs]
+    if any(s.kind != "baseline" or len(s.runs) != 1 or s.name.startswith("random") for s in systems):
+        raise ValueError(f"{paths!r}: fixed tier paths only")
+    return list({run.run_id: run for run in runs}.values())
+
+
 def random_system(name: str, seeds_spec: str) -> SystemSpec:
     """The random baseline ``random`` (every tier) or ``random:MID`` (LOW or MID), one run per seed.
 

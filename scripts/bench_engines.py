@@ -366,22 +366,17 @@ def workload_runs(policy: str, paths: str, seed: int) -> list[Any]:
     fixed ``paths`` (frontier baseline names, e.g. the powered study's ``all-low,all-mid,all-high,
     single-module``)."""
     from evaluation.frontier_runner import fixed_run, random_run
-    from evaluation.frontier_systems import baseline_systems
+    from evaluation.frontier_systems import fixed_path_runs
     from modules.tier import MODULE_ORDER, Tier
 
     if policy == "all-high":
         return [fixed_run((Tier.HIGH,) * len(MODULE_ORDER))]
     if policy == "random":
         return [random_run(seed)]
-
-    def no_search() -> Any:
-        raise SystemExit("--paths: fixed paths only (best-fixed searches on validation)")
-
-    systems = baseline_systems(argparse.Namespace(baselines=paths, random_seeds="0"), no_search)
-    runs = [run for sys_spec in systems for run in sys_spec.runs]
-    if any(r.observes or r.seed is not None for r in runs):
-        raise SystemExit(f"--paths {paths!r}: fixed tier paths only")
-    return list({r.run_id: r for r in runs}.values())
+    try:
+        return fixed_path_runs(paths)
+    except ValueError as exc:
+        raise SystemExit(f"--paths: {exc}") from None
 
 
 def run_throughput(args: argparse.Namespace) -> None:

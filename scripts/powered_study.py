@@ -92,15 +92,12 @@ def load_study(path: Path = STUDY) -> dict[str, Any]:
 def path_run_ids(paths: str) -> list[str]:
     """The record-file stems (``fixed-LMMMM``) of the designed paths."""
     from evaluation.frontier_runner import safe_id
-    from evaluation.frontier_systems import baseline_systems
+    from evaluation.frontier_systems import fixed_path_runs
 
-    def no_search() -> Any:
-        raise SystemExit("error: the study's paths are fixed paths; best-fixed searches on validation")
-
-    systems = baseline_systems(argparse.Namespace(baselines=paths, random_seeds="0"), no_search)
-    if any(s.kind != "baseline" or len(s.runs) != 1 or s.name.startswith("random") for s in systems):
-        raise SystemExit(f"error: the study's paths must be fixed tier paths, got {paths!r}")
-    return list(dict.fromkeys(safe_id(run.run_id) for s in systems for run in s.runs))
+    try:
+        return [safe_id(run.run_id) for run in fixed_path_runs(paths)]
+    except ValueError as exc:
+        raise SystemExit(f"error: the study's paths must be fixed tier paths: {exc}") from None
 
 
 def block_overrides(study: dict[str, Any], bench_set: Sequence[str]) -> list[str]:
