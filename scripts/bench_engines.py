@@ -361,6 +361,14 @@ def row_label(row: dict[str, Any]) -> str:
     )
 
 
+def workload_label(row: dict[str, Any]) -> str:
+    """The workload a throughput record measured: its policy on its number of questions (per path). Cells
+    compare only within one workload: a paths workload of 16 questions at N = 16 fills every batch on either
+    queue, one of 24 does not. Older records, without ``limit``, count their distinct questions."""
+    limit = row.get("limit") or len({q["question_id"] for q in row["per_question"]})
+    return f"{row['policy']} on {limit} questions"
+
+
 def workload_runs(policy: str, paths: str, seed: int) -> list[Any]:
     """The run specs every cell evaluates on each question: all-HIGH, the seeded random policy, or the
     fixed ``paths`` (frontier baseline names, e.g. the powered study's ``all-low,all-mid,all-high,
@@ -394,11 +402,12 @@ def run_throughput(args: argparse.Namespace) -> None:
     work = out / "throughput"
     work.mkdir(parents=True, exist_ok=True)
     records_path = out / "throughput.jsonl"
-    done = {(row_label(r), r["policy"], r["repeat"]) for r in _read_jsonl(records_path)}
+    done = {(row_label(r), workload_label(r), r["repeat"]) for r in _read_jsonl(records_path)}
     cells = parse_cells(args.cells)
     specs = engine_specs(args.model, args.threads)
     runs = workload_runs(args.policy, args.paths, args.seed)
     policy = f"paths:{args.paths}" if args.policy == "paths" else args.policy
+    workload = workload_label({"policy": policy, "limit": args.limit})
     if any(queue != "shared" for *_, queue in cells) and len(runs) < 2:
         raise SystemExit("--cells ...:per-path needs --policy paths (one queue per path of several)")
     items = None
@@ -408,7 +417,7 @@ def run_throughput(args: argparse.Namespace) -> None:
             spec = dict(specs[engine])
             dispatch = forced or ("direct" if engine in _DIRECT_ENGINES and n > 1 else "lockstep")
             cell = cell_label(engine, n, dispatch, queue)
-            if (cell, policy, rep) in done:
+            if (cell, workload, rep) in done:
                 continue
             if spec["name"] == "llamacpp":
                 spec["n_parallel"] = n  # llama.cpp serves N requests at once only from N slots
@@ -445,7 +454,7 @@ def run_throughput(args: argparse.Namespace) -> None:
             caches = [b.prefix_cache for b in backends.values() if getattr(b, "prefix_cache", None)]
             rec = {
                 "cell": cell, "engine": engine, "concurrency": n, "dispatch": dispatch, "queue": queue,
-                "policy": policy, "repeat": rep,
+                "policy": policy, "limit": args.limit, "repeat": rep,
                 "questions": len(records), "wall_s": wall, "q_per_hour": 3600 * len(records) / wall,
                 "mean_batch": stats.mean_batch, "batches": stats.batches,
                 "prompt_tokens": sum(c.prompt for c in caches),
@@ -464,13 +473,14 @@ def run_throughput(args: argparse.Namespace) -> None:
 
 
 def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1") -> dict[str, Any]:
-    """Per policy and cell: median wall and q/h over repeats, speed-up against ``reference`` (median of the
-    per-repeat ratios: measured side by side), mean batch, prefix-cache share, F1 and its paired interval
-    against the reference on the same questions (and paths). A policy whose cells lack ``reference`` (a
-    paths workload, too dear for the wheel) is compared with its first cell; each row names its reference."""
+    """Per workload (policy and questions, :func:`workload_label`) and cell: median wall and q/h over
+    repeats, speed-up against ``reference`` (median of the per-repeat ratios: measured side by side), mean
+    batch, prefix-cache share, F1 and its paired interval against the reference on the same questions (and
+    paths). A workload whose cells lack ``reference`` (a paths workload, too dear for the wheel) is compared
+    with its first cell; each row names its reference."""
     out: dict[str, Any] = {}
-    for policy in sorted({r["policy"] for r in rows}):
-        mine = [r for r in rows if r["policy"] == policy]
+    for workload in sorted({workload_label(r) for r in rows}):
+        mine = [r for r in rows if workload_label(r) == workload]
         labels = [row_label(r) for r in mine]
         ref_cell = reference if reference in labels else labels[0]
         ref = {r["repeat"]: r for r in mine if row_label(r) == ref_cell}
@@ -498,7 +508,7 @@ def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1"
                          if (q.get("path"), q["question_id"]) in ref_f1]  # fmt: skip
                 row["f1_minus_reference"] = list(_paired_ci(diffs)) if diffs else None
             table[cell] = row
-        out[policy] = table
+        out[workload] = table
     return out
 
 
@@ -623,12 +633,14 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['answer_token_f1_vs_reference']:.2f} | "
                 f"{r['same_answer_share']:.0%} |"
             )
-    for policy, table in report.get("throughput", {}).items():
+    for workload, table in report.get("throughput", {}).items():
         ref = next(iter(table.values())).get("reference", "xllamacpp@1")
-        unit = "episodes" if policy.startswith("paths:") else "questions"  # (path, question) pairs
+        unit = "episodes" if workload.startswith("paths:") else "questions"  # (path, question) pairs
+        policy, _, size = workload.rpartition(" on ")
         lines += [
             "",
-            f"## Many questions in flight: `{policy}` policy (cells interleaved, medians over repeats)",
+            f"## Many questions in flight: `{policy}` policy on {size} "
+            "(cells interleaved, medians over repeats)",
             "",
             f"| engine@N | repeats | {unit} | median wall s | {unit}/hour | speed-up vs {ref} | "
             f"mean batch | prompt tokens from prefix cache | F1 | F1 − {ref} [95% CI] |",

@@ -60,12 +60,12 @@ def test_a_paths_workload_is_the_fixed_paths_and_is_paired_by_path():
 
     table = bench.throughput_report(
         [row("vllm-int8@16", "per-path", 120.0, [0.2, 0.6]), row("vllm-int8@16", "shared", 100.0, [0.2, 0.8])]
-    )["paths:x"]
+    )["paths:x on 1 questions"]
     shared = table["vllm-int8@16"]
     assert shared["reference"] == "vllm-int8@16:per-path"
     assert shared["speedup_vs_reference"] == pytest.approx(1.2)
     assert shared["f1_minus_reference"][0] == pytest.approx(0.1)  # (0 + 0.2) / 2: paired path by path
-    text = bench.format_report({"throughput": {"paths:x": table}})
+    text = bench.format_report({"throughput": {"paths:x on 1 questions": table}})
     assert "speed-up vs vllm-int8@16:per-path" in text and "episodes/hour" in text
 
 
@@ -85,13 +85,13 @@ def test_throughput_report_takes_ratios_within_a_repeat_and_pairs_f1():
         _row("xllamacpp@1", 0, 100.0, [0.5, 0.5]), _row("native@4", 0, 25.0, [0.5, 1.0]),
         _row("xllamacpp@1", 1, 200.0, [0.5, 0.5]), _row("native@4", 1, 40.0, [0.5, 1.0]),
     ]  # fmt: skip
-    table = bench.throughput_report(rows)["all-high"]
+    table = bench.throughput_report(rows)["all-high on 2 questions"]
     assert table["native@4"]["speedup_vs_reference"] == pytest.approx(4.5)  # median of 4x and 5x
     assert table["native@4"]["median_wall_s"] == pytest.approx(32.5)
     assert table["native@4"]["cached_share"] == pytest.approx(0.4)
     assert table["native@4"]["f1_minus_reference"][0] == pytest.approx(0.25)
     assert table["xllamacpp@1"]["speedup_vs_reference"] == pytest.approx(1.0)
-    text = bench.format_report({"throughput": {"all-high": table}})
+    text = bench.format_report({"throughput": {"all-high on 2 questions": table}})
     assert "| native@4 | 2 | 2 | 32 | " in text and "4.50×" in text
 
 
@@ -113,3 +113,17 @@ def test_numbers_of_another_cpu_are_never_mixed(tmp_path):
     (unknown / "peak.json").write_text("{}")
     with pytest.raises(SystemExit, match=r"no machine\.json"):
         bench._check_machine(unknown, mine)
+
+
+def test_workloads_of_other_sizes_are_separate_tables():
+    """A paths workload of 16 questions at N = 16 fills every batch on either queue, one of 24 does not: the
+    report never takes a median across the two, and older records (no ``limit``) count their questions."""
+    bench = _bench()
+    old = _row("native@4", 0, 10.0, [0.5, 1.0])
+    new = _row("native@4", 0, 30.0, [0.5, 1.0, 0.0]) | {"limit": 3}
+    assert bench.workload_label(old) == "all-high on 2 questions"
+    assert bench.workload_label(new) == "all-high on 3 questions"
+    report = bench.throughput_report([old, new])
+    assert report["all-high on 2 questions"]["native@4"]["median_wall_s"] == 10.0
+    assert report["all-high on 3 questions"]["native@4"]["median_wall_s"] == 30.0
+    assert "`all-high` policy on 3 questions" in bench.format_report({"throughput": report})
