@@ -361,12 +361,17 @@ def row_label(row: dict[str, Any]) -> str:
     )
 
 
+def workload(policy: str, limit: int) -> str:
+    """A workload's name: a policy on a number of questions (per path). Cells compare only within one
+    workload: a paths workload of 16 questions at N = 16 fills every batch on either queue, one of 24 does
+    not."""
+    return f"{policy} on {limit} questions"
+
+
 def workload_label(row: dict[str, Any]) -> str:
-    """The workload a throughput record measured: its policy on its number of questions (per path). Cells
-    compare only within one workload: a paths workload of 16 questions at N = 16 fills every batch on either
-    queue, one of 24 does not. Older records, without ``limit``, count their distinct questions."""
-    limit = row.get("limit") or len({q["question_id"] for q in row["per_question"]})
-    return f"{row['policy']} on {limit} questions"
+    """The :func:`workload` a throughput record measured (older records, without ``limit``, count their
+    distinct questions)."""
+    return workload(row["policy"], row.get("limit") or len({q["question_id"] for q in row["per_question"]}))
 
 
 def workload_runs(policy: str, paths: str, seed: int) -> list[Any]:
@@ -407,7 +412,7 @@ def run_throughput(args: argparse.Namespace) -> None:
     specs = engine_specs(args.model, args.threads)
     runs = workload_runs(args.policy, args.paths, args.seed)
     policy = f"paths:{args.paths}" if args.policy == "paths" else args.policy
-    workload = workload_label({"policy": policy, "limit": args.limit})
+    measured = workload(policy, args.limit)
     if any(queue != "shared" for *_, queue in cells) and len(runs) < 2:
         raise SystemExit("--cells ...:per-path needs --policy paths (one queue per path of several)")
     items = None
@@ -417,7 +422,7 @@ def run_throughput(args: argparse.Namespace) -> None:
             spec = dict(specs[engine])
             dispatch = forced or ("direct" if engine in _DIRECT_ENGINES and n > 1 else "lockstep")
             cell = cell_label(engine, n, dispatch, queue)
-            if (cell, workload, rep) in done:
+            if (cell, measured, rep) in done:
                 continue
             if spec["name"] == "llamacpp":
                 spec["n_parallel"] = n  # llama.cpp serves N requests at once only from N slots
@@ -478,9 +483,11 @@ def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1"
     batch, prefix-cache share, F1 and its paired interval against the reference on the same questions (and
     paths). A workload whose cells lack ``reference`` (a paths workload, too dear for the wheel) is compared
     with its first cell; each row names its reference."""
+    by_workload: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_workload.setdefault(workload_label(r), []).append(r)
     out: dict[str, Any] = {}
-    for workload in sorted({workload_label(r) for r in rows}):
-        mine = [r for r in rows if workload_label(r) == workload]
+    for name, mine in sorted(by_workload.items()):
         labels = [row_label(r) for r in mine]
         ref_cell = reference if reference in labels else labels[0]
         ref = {r["repeat"]: r for r in mine if row_label(r) == ref_cell}
@@ -508,7 +515,7 @@ def throughput_report(rows: list[dict[str, Any]], reference: str = "xllamacpp@1"
                          if (q.get("path"), q["question_id"]) in ref_f1]  # fmt: skip
                 row["f1_minus_reference"] = list(_paired_ci(diffs)) if diffs else None
             table[cell] = row
-        out[workload] = table
+        out[name] = table
     return out
 
 
@@ -633,10 +640,10 @@ def format_report(report: dict[str, Any]) -> str:
                 f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}] | {r['answer_token_f1_vs_reference']:.2f} | "
                 f"{r['same_answer_share']:.0%} |"
             )
-    for workload, table in report.get("throughput", {}).items():
+    for name, table in report.get("throughput", {}).items():
         ref = next(iter(table.values())).get("reference", "xllamacpp@1")
-        unit = "episodes" if workload.startswith("paths:") else "questions"  # (path, question) pairs
-        policy, _, size = workload.rpartition(" on ")
+        unit = "episodes" if name.startswith("paths:") else "questions"  # (path, question) pairs
+        policy, _, size = name.rpartition(" on ")
         lines += [
             "",
             f"## Many questions in flight: `{policy}` policy on {size} "
