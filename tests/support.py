@@ -38,7 +38,10 @@ needs_locomo = pytest.mark.skipif(not has_locomo(), reason="LoCoMo data director
 
 def load_script(name: str) -> ModuleType:
     """Import ``scripts/<name>.py`` (scripts are not a package) as a module."""
-    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    scripts = Path(__file__).resolve().parent.parent / "scripts"
+    if str(scripts) not in sys.path:  # scripts import their siblings, as when run from the command line
+        sys.path.insert(1, str(scripts))
+    path = scripts / f"{name}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
