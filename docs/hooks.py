@@ -8,7 +8,9 @@
 * ``<!-- frontier-table: results/frontier/DIR -->`` in a page becomes the table of that directory's committed
   ``frontier.csv``, the file a replay with ``--expect`` compares cell by cell;
 * ``<!-- paired-table: RECORDS_DIR REF[,REF] SYSTEM[,SYSTEM...] -->`` becomes the paired differences of those
-  record files against each reference, on the questions all of them cover (``evaluation.paired_table``).
+  record files against each reference, on the questions all of them cover (``evaluation.paired_table``);
+* ``<!-- learners-table: DIR -->`` becomes what ships per price and every learner's row, from the
+  ``learners.json`` that ``evaluate.py learners --out DIR`` wrote (``evaluation.learners_report``).
 
 ``tests/test_docs_site.py`` checks the generated pages against the schema and the parsers.
 """
@@ -34,6 +36,7 @@ if str(ROOT) not in sys.path:  # mkdocs runs from the repository root, but not a
 
 FRONTIER_MARK = re.compile(r"<!--\s*frontier-table:\s*(\S+)\s*-->")
 PAIRED_MARK = re.compile(r"<!--\s*paired-table:\s*(\S+)\s+(\S+)\s+(\S+)\s*-->")
+LEARNERS_MARK = re.compile(r"<!--\s*learners-table:\s*(\S+)\s*-->")
 _FIELD_LINE = re.compile(r"^(\w+)\s*:\s*\S")
 _ADDED_FIELD = re.compile(r"""__annotations__\[["'](\w+)["']\]""")
 
@@ -254,8 +257,11 @@ def paired_markdown(records_dir: str, references: str, systems: str) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    """Replace each ``frontier-table`` and ``paired-table`` marker with its table from the committed files."""
+    """Replace each table marker (frontier, paired, learners) with its tables from the committed files."""
+    from evaluation.learners_report import learners_markdown
+
     markdown = FRONTIER_MARK.sub(lambda m: frontier_table(m.group(1)), markdown)
+    markdown = LEARNERS_MARK.sub(lambda m: learners_markdown(ROOT / m.group(1)), markdown)
     return PAIRED_MARK.sub(lambda m: paired_markdown(*m.groups()), markdown)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,11 @@ from evaluation.cli_options import add_option_argument, add_question_text_argume
 from evaluation.cli_routability import question_index
 from evaluation.frontier_runner import table_metadata_path
 from evaluation.learner_export import ExportError, export_shipped
+from evaluation.learners_report import format_report
 from evaluation.outcome_learners import (
     KNN,
     AnyLearner,
     BestFixed,
-    LearnerRow,
     OutcomeTable,
     PlugIn,
     Shipped,
@@ -90,55 +89,6 @@ def ppo_learners(args: argparse.Namespace) -> list[AnyLearner]:
         raise SystemExit(f"error: --ppo-timesteps: {exc}") from None
     modes = {"both": (False, True), "per-price": (False,), "conditioned": (True,)}[args.ppo]
     return [TablePPO(seed, conditioned, settings) for conditioned in modes for seed in seeds]
-
-
-def seed_spread(rows: list[LearnerRow]) -> list[str]:
-    """Per learner family run with several seeds (``PPO s0``, ``PPO s1``…) and price: the seeds' spread."""
-    groups: dict[tuple[str, float], list[LearnerRow]] = {}
-    for r in rows:
-        family = re.sub(r" s\d+$", "", r.learner)
-        if family != r.learner:
-            groups.setdefault((family, r.price), []).append(r)
-    lines = []
-    for (family, price), rs in groups.items():
-        f1 = np.array([r.test_f1[0] for r in rs])
-        diff = np.array([r.test_diff[0] for r in rs])
-        lines.append(
-            f"{family} over {len(rs)} seeds, price {price:g}: test F1 mean {f1.mean():.3f} "
-            f"(min {f1.min():.3f}, max {f1.max():.3f}, sd {f1.std(ddof=1) if len(rs) > 1 else 0.0:.3f}); "
-            f"test − fixed mean {diff.mean():+.3f}; guard passed {sum(r.passed for r in rs)} of {len(rs)}"
-        )
-    return lines
-
-
-def _ci(v: tuple[float, float, float], signed: bool = False) -> str:
-    f = "{:+.3f}" if signed else "{:.3f}"
-    return f"{f.format(v[0])} [{f.format(v[1])}, {f.format(v[2])}]"
-
-
-def format_report(
-    rows: list[LearnerRow], shipped: list[Shipped], n_val: int, n_test: int, paths: list[str]
-) -> str:
-    """The learners' table and, per price, what ships and how it does on test."""
-    lines = [
-        f"{len(paths)} paths; learners fitted on {n_val} validation questions, judged on {n_test} test ones",
-        f"{'learner':<24} {'price':>5}  {'val − fixed (cross-fitted)':<28} {'guard':<7} "
-        f"{'test F1':<22} {'cost':>6}  test − fixed",
-    ]
-    for r in rows:
-        lines.append(
-            f"{r.learner:<24} {r.price:>5g}  {_ci(r.val_diff, True):<28} {'passed' if r.passed else 'no':<7} "
-            f"{_ci(r.test_f1):<22} {r.test_cost_share:>6.3f}  {_ci(r.test_diff, True)}"
-        )
-    lines += seed_spread(rows)
-    for s in shipped:
-        what = f"the learner {s.router}" if s.router else f"the fixed path {s.fixed_path} (no learner passed)"
-        high = f"; − all-HIGH F1 {_ci(s.vs_high, True)}" if s.vs_high is not None else ""
-        lines.append(
-            f"price {s.price:g}: ships {what}: test F1 {_ci(s.test_f1)}, cost share {s.test_cost_share:.3f}; "
-            f"− validation's fixed path {s.fixed_path} {_ci(s.vs_fixed, True)}{high}"
-        )
-    return "\n".join(lines)
 
 
 def _embed(encoder: Any, bench: Any, split: str, qids: list[str], what: str) -> np.ndarray:

@@ -165,6 +165,12 @@ def test_the_command_reads_both_tables_and_writes_what_ships(tmp_path, capsys):
         "best fixed", "kNN k=1", "plug-in ridge alpha=1", "PPO λ-conditioned s0", "PPO λ-conditioned s1"
     }  # fmt: skip
     assert sorted(data["paths"]) == ["H,H,H,H,H", "L,L,L,L,L", "M,M,M,M,M"]
+    # The docs render the committed file: one row per seed family and price, one verdict row per price.
+    from evaluation.learners_report import learners_markdown
+
+    page = learners_markdown(tmp_path / "learners")
+    assert page.count("| PPO λ-conditioned, 2 seeds | ") == 2 and "| kNN k=1 | 0.1 | " in page
+    assert sum(line.startswith(("| 0 | `", "| 0.1 | `")) for line in page.splitlines()) == 2
     # What ships at price 0.1, in the router format, with the pipeline the tables were made with.
     from policies.router import Router
 
@@ -179,3 +185,32 @@ def test_the_command_reads_both_tables_and_writes_what_ships(tmp_path, capsys):
     with pytest.raises(SystemExit, match="no such records directory"):
         evaluate.main(["learners", "--benchmark", "custom", "--val-records", str(tmp_path / "nope"),
                        "--test-records", str(test)])  # fmt: skip
+
+
+def test_a_seed_family_is_one_row_with_its_mean_and_range_and_a_bad_file_is_named(tmp_path):
+    from evaluation.learners_report import learners_markdown, load_report
+    from evaluation.outcome_learners import LearnerRow, Shipped
+
+    def row(name: str, f1: float, passed: bool) -> dict:
+        diff = (f1 - 0.5, f1 - 0.6, f1 - 0.4)
+        return LearnerRow(name, 0.0, f1, diff, passed, (f1, f1 - 0.1, f1 + 0.1), 0.25, diff,
+                          {"M,M,M,M,M": 3}).as_dict()  # fmt: skip
+
+    verdict = Shipped(0.0, "M,M,M,M,H", None, (0.5, 0.45, 0.55), (0.0, 0.0, 0.0), (0.01, -0.02, 0.04), 0.2)
+    doc = {"rows": [row("best fixed", 0.5, False), row("PPO s0", 0.25, False), row("PPO s1", 0.75, True)],
+           "shipped": [verdict.as_dict()], "val_questions": ["a"] * 7, "test_questions": ["b"] * 9,
+           "paths": ["x", "y"]}  # fmt: skip
+    (tmp_path / "learners.json").write_text(json.dumps(doc))
+    page = learners_markdown(tmp_path)
+    assert "Fitted on 7 validation questions, judged on 9 test questions, over 2 paths" in page
+    family = "| PPO, 2 seeds | 0 | +0.000 (mean) | 1 of 2 | 0.500 (seeds 0.250–0.750) | 25.0% "
+    assert family + "| +0.000 (seeds -0.250 to +0.250) |" in page
+    assert "| best fixed | 0 | +0.000 [-0.100, +0.100] | no | 0.500 [0.400, 0.600] | 25.0% " in page
+    assert "| 0 | `M,M,M,M,H` | the fixed path (no learner passed the guard) | 0.500 [0.450, 0.550] " in page
+    rows, (shipped,), _ = load_report(tmp_path / "learners.json")
+    assert shipped == verdict and rows[2].passed and rows[2].test_f1 == (0.75, 0.75 - 0.1, 0.75 + 0.1)
+    (tmp_path / "learners.json").write_text(json.dumps({"rows": []}))
+    with pytest.raises(ValueError, match=r"learners\.json: not a learners report"):
+        load_report(tmp_path / "learners.json")
+    with pytest.raises(FileNotFoundError, match=r"no learners\.json"):
+        learners_markdown(tmp_path / "nowhere")
