@@ -5,8 +5,9 @@
 * ``reference/cli.md``: every ``evaluate.py`` command's options, from the argparse parser the command builds;
 * the figures under ``results/`` (frontier plots, headroom and routability figures), served at their
   repository paths so that the results pages show the committed files;
-* ``<!-- frontier-table: results/frontier/DIR -->`` in a page becomes the table of that directory's committed
-  ``frontier.csv``, the file a replay with ``--expect`` compares cell by cell;
+* ``<!-- frontier-table: results/frontier/DIR -->``, a line of its own in a page (as every marker), becomes
+  the table of that directory's committed ``frontier.csv``, the file a replay with ``--expect`` compares cell
+  by cell;
 * ``<!-- paired-table: RECORDS_DIR REF[,REF] SYSTEM[,SYSTEM...] -->`` becomes the paired differences of those
   record files against each reference, on the questions all of them cover (``evaluation.paired_table``);
 * ``<!-- learners-table: DIR -->`` becomes what ships per price and every learner's row, from the
@@ -34,9 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # mkdocs runs from the repository root, but not always with it on sys.path
     sys.path.insert(0, str(ROOT))
 
-FRONTIER_MARK = re.compile(r"<!--\s*frontier-table:\s*(\S+)\s*-->")
-PAIRED_MARK = re.compile(r"<!--\s*paired-table:\s*(\S+)\s+(\S+)\s+(\S+)\s*-->")
-LEARNERS_MARK = re.compile(r"<!--\s*learners-table:\s*(\S+)\s*-->")
+# A marker is a line of its own: one quoted in prose (inside backticks) is text, not a table to render.
+FRONTIER_MARK = re.compile(r"^<!--\s*frontier-table:\s*(\S+)\s*-->$", re.MULTILINE)
+PAIRED_MARK = re.compile(r"^<!--\s*paired-table:\s*(\S+)\s+(\S+)\s+(\S+)\s*-->$", re.MULTILINE)
+LEARNERS_MARK = re.compile(r"^<!--\s*learners-table:\s*(\S+)\s*-->$", re.MULTILINE)
 _FIELD_LINE = re.compile(r"^(\w+)\s*:\s*\S")
 _ADDED_FIELD = re.compile(r"""__annotations__\[["'](\w+)["']\]""")
 

@@ -99,6 +99,17 @@ def test_results_tables_come_from_the_committed_frontier_files(hooks) -> None:
         hooks.frontier_table("results/frontier/not-there")
 
 
+def test_a_marker_renders_only_on_a_line_of_its_own(hooks) -> None:
+    """A page that explains a marker quotes it in backticks: that is prose, not a table to render (a quoted
+    ``learners-table: DIR`` once failed the docs build looking for ``DIR/learners.json``)."""
+    quoted = "Render it with `<!-- learners-table: DIR -->` or `<!-- frontier-table: DIR -->`.\n"
+    assert hooks.on_page_markdown(quoted, None, None, None) == quoted
+    mark = "<!-- frontier-table: results/frontier/locomo-test-cpu_quality-150q-seeds-sm -->"
+    rendered = hooks.on_page_markdown(f"Above.\n{mark}\nBelow.\n", None, None, None)
+    assert "<!--" not in rendered and "| system | F1 [95% CI] |" in rendered
+    assert rendered.startswith("Above.\n| ") and rendered.endswith("\nBelow.\n")
+
+
 def test_results_pages_are_short_and_speak_without_issue_numbers() -> None:
     """A results page is a headline or one subject's study (<= ~300 lines); no page cites the tracker."""
     root = Path(__file__).resolve().parent.parent
