@@ -210,6 +210,33 @@ def engines_of(components: Any) -> dict[str, dict[str, Any]]:
     }
 
 
+def refuse_other_numerics(out: Path, fingerprint: str, engines: dict[str, dict[str, Any]]) -> None:
+    """Stop before a run adds records computed with other numerics to a table (one table, one engine).
+
+    The same config on another engine (a vLLM CPU kernel set of another CPU class, another version or
+    weights) keys its calls apart but writes records under the same fingerprint: without this, a table
+    continued on another machine would mix the two silently.
+
+    Raises:
+        SystemExit: ``out/metadata.json`` is of this fingerprint and records other engines; the file, role
+            and both numerics are named.
+    """
+    path = out / "metadata.json"
+    if not path.is_file():
+        return
+    meta = json.loads(path.read_text())
+    if meta.get("record_fingerprint") != fingerprint:
+        return
+    now = json.loads(json.dumps(json_safe(engines)))  # as the metadata stores it
+    for role, engine in (meta.get("engines") or {}).items():
+        if role in now and now[role] != engine:
+            raise SystemExit(
+                f"error: {path}: the table's {role} calls were computed with {engine}; this engine is "
+                f"{now[role]}. A table holds one engine's outputs: continue it on a machine of that engine "
+                "(for vLLM on a CPU, the same `kernels`: scale/vllm_kernels.py), or give another --out"
+            )
+
+
 def recorded_numerics(expected: str | Path) -> dict[str, Any]:
     """Model id -> numerics, from the ``engines`` of a frontier output dir's ``metadata.json``.
 
@@ -305,6 +332,7 @@ def run_with(
     expected = load_expected(args.expect) if args.expect else None
     checksums = _data_checksums(cfg, bench)
     fp = record_fingerprint(cfg, checksums)
+    refuse_other_numerics(out, fp, engines_of(components))
     # A run killed mid-write (kill -9) left its temporary record files: remove those of dead writers.
     for path in remove_stale_temporaries(out / "records"):
         print(f"removed the stale temporary {path} (its writer is gone)")

@@ -1,8 +1,10 @@
 """int8 weights for vLLM's CPU build: a Hugging Face directory rewritten as a W8A8 compressed-tensors model.
 
 vLLM runs a compressed-tensors ``W8A8`` model on a CPU through oneDNN's int8 matmul (the VNNI dot products
-AVX-512 CPUs have, AMX where present): weights int8 with one scale per output channel, activations
-quantised to int8 per token at run time. Nothing needs calibration, so the conversion is a pure function
+AVX-512 CPUs have; on a CPU with AMX, vLLM's own AMX kernel): weights int8 with one scale per output channel,
+activations quantised to int8 per token at run time. The activations around those matmuls are bf16, which
+each CPU class's kernels round their own way (:mod:`scale.vllm_kernels`): a small model's answers can change
+with the class. Nothing needs calibration, so the conversion is a pure function
 of the bf16 weights: ``scale = max |W_row| / 127``, ``W_int8 = round(W / scale)``. The ``lm_head`` stays
 bf16. Half the weight bytes of bf16 and, where a CPU has no AMX (AMD EPYC), twice its matmul peak
 (``scripts/bench_engines.py peak``): the lever for prefill and decode on such a CPU.

@@ -45,6 +45,8 @@ from modules.backends.base import (
 from modules.backends.prompting import ContextOverflow, completion_prompt, fit_request
 from modules.backends.weights import file_sha256, hf_dir_from_gguf
 from modules.models import MODELS, get_model_spec, resolve_model_path
+from scale.vllm_kernels import REFERENCE as REFERENCE_KERNELS
+from scale.vllm_kernels import vllm_cpu_kernels
 
 
 def _cuda_available() -> bool:
@@ -246,7 +248,11 @@ class VLLMBackend(LLMBackend):
         return {**kwargs, **extra}
 
     def numerics(self) -> dict[str, str]:
-        """Engine, vLLM version, device, dtype and the weights (a GGUF's sha256 or the model's name)."""
+        """What keys this engine's calls: engine, vLLM version, device, dtype, weights and CPU kernels.
+
+        The weights are a GGUF's sha256 or the model's name; the kernels, on a CPU, the class
+        :func:`scale.vllm_kernels.vllm_cpu_kernels` names (absent for the reference class).
+        """
         if self._weights is None:  # asked once, lazily: an injected test engine never needs it
             path = str(resolve_model_path(self._model)) if self._model in MODELS else self._model
             # A GGUF is named by content; an HF directory or hub name by itself.
@@ -262,6 +268,12 @@ class VLLMBackend(LLMBackend):
             from scale.vllm_int8 import SCHEME
 
             out["quantization"] = SCHEME
+        if self.device == "cpu":
+            # Each of vLLM's CPU kernel sets rounds bf16 its own way (scale/vllm_kernels.py): their calls
+            # never share a key. The reference class keeps the key every earlier call has.
+            kernels = vllm_cpu_kernels()
+            if kernels != REFERENCE_KERNELS:
+                out["kernels"] = kernels
         return out
 
     def close(self) -> None:

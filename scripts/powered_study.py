@@ -181,6 +181,73 @@ def format_status(pieces: list[Piece], n_paths: int) -> str:
     return "\n".join(lines)
 
 
+def study_kernels(pieces: list[Piece]) -> tuple[str | None, list[Path]]:
+    """The vLLM CPU kernel class the study's tables were computed with (None: no table yet), and the tables.
+
+    Raises:
+        SystemExit: Two tables name different classes (the files and classes are named).
+    """
+    import json
+
+    from scale.vllm_kernels import kernels_of
+
+    seen: dict[str, list[Path]] = {}
+    for piece in pieces:
+        meta = piece.out / "metadata.json"
+        if not meta.is_file():
+            continue
+        for engine in (json.loads(meta.read_text()).get("engines") or {}).values():
+            kernels = kernels_of(engine.get("numerics"))
+            if kernels is not None:
+                seen.setdefault(kernels, []).append(meta)
+    if len(seen) > 1:
+        named = "; ".join(f"{k}: {', '.join(sorted({str(m) for m in v}))}" for k, v in sorted(seen.items()))
+        raise SystemExit(f"error: the study's tables were computed with different vLLM CPU kernels ({named})")
+    if not seen:
+        return None, []
+    ((kernels, tables),) = seen.items()
+    return kernels, sorted(set(tables))
+
+
+def kernels_line(pieces: list[Piece]) -> str:
+    """Which vLLM CPU kernels the study's tables were computed with, and whether this CPU runs them."""
+    from common.cpu import cpu_info
+    from scale.vllm_kernels import vllm_cpu_kernels
+
+    ours, _ = study_kernels(pieces)
+    here = vllm_cpu_kernels()
+    if ours is None or ours == here:
+        return f"vLLM CPU kernels: {here} on this CPU ({cpu_info().model}), as the study's tables"
+    return (
+        f"vLLM CPU kernels: the study's tables {ours}, this CPU ({cpu_info().model}) {here}: `run` refuses "
+        "here (a replay of the tables runs anywhere)"
+    )
+
+
+def check_kernels(pieces: list[Piece]) -> None:
+    """Refuse to compute a block on a CPU whose vLLM kernels are not those of the study's tables.
+
+    Each kernel set rounds bf16 its own way (scale/vllm_kernels.py), so a block computed on another CPU
+    class would add outcomes of another engine to the tables (blocks of an Intel Ice Lake once did).
+
+    Raises:
+        SystemExit: The classes differ; both, the CPU and a table are named.
+    """
+    from common.cpu import cpu_info
+    from scale.vllm_kernels import vllm_cpu_kernels
+
+    ours, tables = study_kernels(pieces)
+    here = vllm_cpu_kernels()
+    if ours is not None and ours != here:
+        shown = tables[0].relative_to(ROOT) if tables[0].is_relative_to(ROOT) else tables[0]
+        raise SystemExit(
+            f"error: the study's tables were computed with vLLM's {ours} CPU kernels ({shown}); this CPU "
+            f"({cpu_info().model}) runs its {here} kernels, which round bf16 differently, so its blocks "
+            "would mix two engines' answers in one table. Run the study on a CPU of the tables' class "
+            "(docs/how-to/powered-study.md); replaying the tables (scripts/replay_tables.py) works on any CPU"
+        )
+
+
 def frontier_argv(study: dict[str, Any], piece: Piece, limit: int | None) -> list[str]:
     """``evaluate.py frontier`` arguments of one block (``limit`` None: the whole split)."""
     argv = [
@@ -256,6 +323,7 @@ def run(study: dict[str, Any], args: argparse.Namespace) -> int:
     """Run blocks in order until the study, the ``--blocks`` or the ``--minutes`` are used up."""
     import evaluate
 
+    check_kernels(statuses(study))
     import_study_packs(study)
     start, blocks, last_block_s = time.monotonic(), 0, 0.0
     while True:
@@ -319,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     study = load_study(args.study)
     if args.command == "status":
-        print(format_status(statuses(study), len(path_run_ids(study["paths"]))))
+        pieces = statuses(study)
+        print(format_status(pieces, len(path_run_ids(study["paths"]))))
+        print(kernels_line(pieces))
         return 0
     stopped_by = [signal.SIGINT]
 

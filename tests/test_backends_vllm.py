@@ -174,3 +174,16 @@ def test_an_engine_starts_when_a_module_holds_an_object_with_a_fake_dict(fake_vl
     for _ in range(2):  # and a second engine in the same process
         get_backend("vllm", model="a-local-hf-dir").close()
     assert module.lib is lib  # put back after the start
+
+
+def test_cpu_numerics_name_the_kernel_set_except_the_reference_one(fake_vllm, monkeypatch) -> None:
+    import scale.vllm_offline as vo
+
+    be = get_backend("vllm", model="smollm2-135m", engine=FakeEngine())
+    assert be.device == "cpu"
+    monkeypatch.setattr(vo, "vllm_cpu_kernels", lambda: "avx512")
+    other = be.numerics()
+    monkeypatch.setattr(vo, "vllm_cpu_kernels", lambda: vo.REFERENCE_KERNELS)
+    reference = be.numerics()
+    # Another CPU class keys its calls apart; the reference class keeps the keys its calls always had.
+    assert other == {**reference, "kernels": "avx512"} and "kernels" not in reference

@@ -477,3 +477,22 @@ def test_concurrency_gives_the_same_table(sweep, tmp_path):
     assert tables[0] == tables[1]
     with pytest.raises(SystemExit):
         _args(tmp_path, "--concurrency", "0")
+
+
+def test_a_table_is_not_continued_on_an_engine_of_other_numerics(tmp_path, capsys):
+    args = _args(tmp_path, "--baselines", "all-low")
+    assert _run(args) == 0
+    meta_path = tmp_path / "out" / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["engines"] and _run(args) == 0  # the same engine continues its table
+    # The table as another CPU class's vLLM kernels would have left it: this engine must not add to it.
+    other = {"engine": "vllm", "device": "cpu", "dtype": "bfloat16", "kernels": "avx512"}
+    role = next(iter(meta["engines"]))
+    meta["engines"][role]["numerics"] = other
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(SystemExit, match=rf"metadata\.json: the table's {role} calls .*'kernels': 'avx512'"):
+        _run(args)
+    # Another config (another records fingerprint) is another table: not refused.
+    meta["record_fingerprint"] = "0" * 16
+    meta_path.write_text(json.dumps(meta))
+    assert _run(args) == 0

@@ -145,3 +145,25 @@ def test_kill_stops_a_block_saving_its_chunks_and_exporting_its_calls(tmp_path):
     assert "SIGTERM: stopped" in err and "Traceback" not in err, err[-3000:]
     packs = list((tmp_path / "packs").glob("calls-*.pack.gz"))
     assert len(packs) == 1 and "delta pack" in out  # the calls made before the signal are shipped
+
+
+def test_run_refuses_a_cpu_whose_vllm_kernels_are_not_the_tables(tmp_path, capsys):
+    ps = load_script("powered_study")
+    study = _study(tmp_path)
+    assert ps.main(["run", "--study", str(study), "--blocks", "1"]) == 0
+    out = tmp_path / "outcomes" / "custom-test"
+    meta = json.loads((out / "metadata.json").read_text())
+    # The fake engine has no kernel class: nothing to check. A table of vLLM on an ARM CPU has one, which
+    # this machine (x86 in CI) does not run.
+    role = next(iter(meta["engines"]))
+    meta["engines"][role]["numerics"] = {"engine": "vllm", "device": "cpu", "kernels": "aarch64"}
+    (out / "metadata.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert ps.main(["status", "--study", str(study)]) == 0
+    assert "the study's tables aarch64" in capsys.readouterr().out and "`run` refuses here" in "".join(
+        ps.kernels_line(ps.statuses(ps.load_study(study)))
+    )
+    before = sorted(p.name for p in (tmp_path / "packs").iterdir())
+    with pytest.raises(SystemExit, match=r"computed with vLLM's aarch64 CPU kernels .*metadata\.json"):
+        ps.main(["run", "--study", str(study), "--blocks", "1"])
+    assert sorted(p.name for p in (tmp_path / "packs").iterdir()) == before  # nothing ran
