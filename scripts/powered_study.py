@@ -209,17 +209,22 @@ def study_kernels(pieces: list[Piece]) -> tuple[str | None, list[Path]]:
     return kernels, sorted(set(tables))
 
 
-def kernels_line(pieces: list[Piece]) -> str:
-    """Which vLLM CPU kernels the study's tables were computed with, and whether this CPU runs them."""
+def kernel_classes(pieces: list[Piece]) -> tuple[str | None, str, str, list[Path]]:
+    """The study tables' vLLM CPU kernel class (None: no table yet), this CPU's, its model, and the tables."""
     from common.cpu import cpu_info
     from scale.vllm_kernels import vllm_cpu_kernels
 
-    ours, _ = study_kernels(pieces)
-    here = vllm_cpu_kernels()
+    ours, tables = study_kernels(pieces)
+    return ours, vllm_cpu_kernels(), cpu_info().model, tables
+
+
+def kernels_line(pieces: list[Piece]) -> str:
+    """Which vLLM CPU kernels the study's tables were computed with, and whether this CPU runs them."""
+    ours, here, model, _ = kernel_classes(pieces)
     if ours is None or ours == here:
-        return f"vLLM CPU kernels: {here} on this CPU ({cpu_info().model}), as the study's tables"
+        return f"vLLM CPU kernels: {here} on this CPU ({model}), as the study's tables"
     return (
-        f"vLLM CPU kernels: the study's tables {ours}, this CPU ({cpu_info().model}) {here}: `run` refuses "
+        f"vLLM CPU kernels: the study's tables {ours}, this CPU ({model}) {here}: `run` refuses "
         "here (a replay of the tables runs anywhere)"
     )
 
@@ -233,16 +238,12 @@ def check_kernels(pieces: list[Piece]) -> None:
     Raises:
         SystemExit: The classes differ; both, the CPU and a table are named.
     """
-    from common.cpu import cpu_info
-    from scale.vllm_kernels import vllm_cpu_kernels
-
-    ours, tables = study_kernels(pieces)
-    here = vllm_cpu_kernels()
+    ours, here, model, tables = kernel_classes(pieces)
     if ours is not None and ours != here:
         shown = tables[0].relative_to(ROOT) if tables[0].is_relative_to(ROOT) else tables[0]
         raise SystemExit(
             f"error: the study's tables were computed with vLLM's {ours} CPU kernels ({shown}); this CPU "
-            f"({cpu_info().model}) runs its {here} kernels, which round bf16 differently, so its blocks "
+            f"({model}) runs its {here} kernels, which round bf16 differently, so its blocks "
             "would mix two engines' answers in one table. Run the study on a CPU of the tables' class "
             "(docs/how-to/powered-study.md); replaying the tables (scripts/replay_tables.py) works on any CPU"
         )
