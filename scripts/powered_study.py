@@ -181,72 +181,87 @@ def format_status(pieces: list[Piece], n_paths: int) -> str:
     return "\n".join(lines)
 
 
-def study_kernels(pieces: list[Piece]) -> tuple[str | None, list[Path]]:
-    """The vLLM CPU kernel class the study's tables were computed with (None: no table yet), and the tables.
+def benchmark_kernels(pieces: list[Piece]) -> dict[str, tuple[str | None, list[Path]]]:
+    """Per benchmark, the vLLM CPU kernel class its tables were computed with (None: no table yet), and those
+    tables.
+
+    A benchmark's splits are one engine's: validation chooses the path and the router that test scores, so
+    both must come from the same numerics. Benchmarks are separate studies (no conclusion pools them), so each
+    may be another class's: the first block of a benchmark sets its class.
 
     Raises:
-        SystemExit: Two tables name different classes (the files and classes are named).
+        SystemExit: Two tables of one benchmark name different classes (the files and classes are named).
     """
     import json
 
     from scale.vllm_kernels import kernels_of
 
-    seen: dict[str, list[Path]] = {}
-    for piece in pieces:
-        meta = piece.out / "metadata.json"
-        if not meta.is_file():
-            continue
-        for engine in (json.loads(meta.read_text()).get("engines") or {}).values():
-            kernels = kernels_of(engine.get("numerics"))
-            if kernels is not None:
-                seen.setdefault(kernels, []).append(meta)
-    if len(seen) > 1:
-        named = "; ".join(f"{k}: {', '.join(sorted({str(m) for m in v}))}" for k, v in sorted(seen.items()))
-        raise SystemExit(f"error: the study's tables were computed with different vLLM CPU kernels ({named})")
-    if not seen:
-        return None, []
-    ((kernels, tables),) = seen.items()
-    return kernels, sorted(set(tables))
+    out: dict[str, tuple[str | None, list[Path]]] = {}
+    for bench in dict.fromkeys(p.benchmark for p in pieces):
+        seen: dict[str, list[Path]] = {}
+        for piece in (p for p in pieces if p.benchmark == bench):
+            meta = piece.out / "metadata.json"
+            if not meta.is_file():
+                continue
+            for engine in (json.loads(meta.read_text()).get("engines") or {}).values():
+                kernels = kernels_of(engine.get("numerics"))
+                if kernels is not None:
+                    seen.setdefault(kernels, []).append(meta)
+        if len(seen) > 1:
+            named = "; ".join(
+                f"{k}: {', '.join(sorted({str(m) for m in v}))}" for k, v in sorted(seen.items())
+            )
+            raise SystemExit(
+                f"error: the {bench} tables were computed with different vLLM CPU kernels ({named}); "
+                "a benchmark's splits must be one engine's"
+            )
+        out[bench] = next(((k, sorted(set(v))) for k, v in seen.items()), (None, []))
+    return out
 
 
-def kernel_classes(pieces: list[Piece]) -> tuple[str | None, str, str, list[Path]]:
-    """The study tables' vLLM CPU kernel class (None: no table yet), this CPU's, its model, and the tables."""
+def this_cpu() -> tuple[str, str]:
+    """This CPU's vLLM kernel class and its model name."""
     from common.cpu import cpu_info
     from scale.vllm_kernels import vllm_cpu_kernels
 
-    ours, tables = study_kernels(pieces)
-    return ours, vllm_cpu_kernels(), cpu_info().model, tables
+    return vllm_cpu_kernels(), cpu_info().model
 
 
-def kernels_line(pieces: list[Piece]) -> str:
-    """Which vLLM CPU kernels the study's tables were computed with, and whether this CPU runs them."""
-    ours, here, model, _ = kernel_classes(pieces)
-    if ours is None or ours == here:
-        return f"vLLM CPU kernels: {here} on this CPU ({model}), as the study's tables"
+def runnable(pieces: list[Piece], here: str) -> tuple[list[Piece], dict[str, str]]:
+    """The unfinished pieces a CPU of class ``here`` may compute, in the study's order, and the benchmarks it
+    may not (benchmark -> their tables' class)."""
+    classes = benchmark_kernels(pieces)
+    skipped = {b: k for b, (k, _) in classes.items() if k is not None and k != here}
+    todo = [p for p in pieces if not p.complete and p.benchmark not in skipped]
+    return todo, {b: k for b, k in skipped.items() if any(not p.complete for p in pieces if p.benchmark == b)}
+
+
+def kernels_lines(pieces: list[Piece]) -> list[str]:
+    """Per benchmark, which vLLM CPU kernels its tables were computed with, and whether this CPU continues
+    them."""
+    here, model = this_cpu()
+    lines = [f"vLLM CPU kernels: this CPU ({model}) runs {here}; per benchmark (a replay runs on any CPU):"]
+    for bench, (kernels, _) in benchmark_kernels(pieces).items():
+        left = any(not p.complete for p in pieces if p.benchmark == bench)
+        if kernels is None:
+            verdict = f"no table yet: `run` would start it here as {here}" if left else "no table"
+        elif kernels == here:
+            verdict = "`run` continues it here" if left else "complete"
+        else:
+            verdict = "`run` skips it here" if left else "complete"
+        lines.append(f"  {bench:<24} {kernels or '-':<18} {verdict}")
+    return lines
+
+
+def refusal(bench: str, kernels: str, tables: list[Path], here: str, model: str) -> str:
+    """Why this CPU may not add blocks to a benchmark whose tables another kernel class computed."""
+    shown = tables[0].relative_to(ROOT) if tables[0].is_relative_to(ROOT) else tables[0]
     return (
-        f"vLLM CPU kernels: the study's tables {ours}, this CPU ({model}) {here}: `run` refuses "
-        "here (a replay of the tables runs anywhere)"
+        f"the {bench} tables were computed with vLLM's {kernels} CPU kernels ({shown}); this CPU ({model}) "
+        f"runs its {here} kernels, which round bf16 differently, so its blocks would mix two engines' "
+        "answers in one benchmark. Continue it on a CPU of that class (docs/how-to/powered-study.md); "
+        "replaying the tables (scripts/replay_tables.py) works on any CPU"
     )
-
-
-def check_kernels(pieces: list[Piece]) -> None:
-    """Refuse to compute a block on a CPU whose vLLM kernels are not those of the study's tables.
-
-    Each kernel set rounds bf16 its own way (scale/vllm_kernels.py), so a block computed on another CPU
-    class would add outcomes of another engine to the tables (blocks of an Intel Ice Lake once did).
-
-    Raises:
-        SystemExit: The classes differ; both, the CPU and a table are named.
-    """
-    ours, here, model, tables = kernel_classes(pieces)
-    if ours is not None and ours != here:
-        shown = tables[0].relative_to(ROOT) if tables[0].is_relative_to(ROOT) else tables[0]
-        raise SystemExit(
-            f"error: the study's tables were computed with vLLM's {ours} CPU kernels ({shown}); this CPU "
-            f"({model}) runs its {here} kernels, which round bf16 differently, so its blocks "
-            "would mix two engines' answers in one table. Run the study on a CPU of the tables' class "
-            "(docs/how-to/powered-study.md); replaying the tables (scripts/replay_tables.py) works on any CPU"
-        )
 
 
 def frontier_argv(study: dict[str, Any], piece: Piece, limit: int | None) -> list[str]:
@@ -321,20 +336,42 @@ def compact(out: Path) -> None:
 
 
 def run(study: dict[str, Any], args: argparse.Namespace) -> int:
-    """Run blocks in order until the study, the ``--blocks`` or the ``--minutes`` are used up."""
+    """Run blocks in order until the study, the ``--blocks`` or the ``--minutes`` are used up.
+
+    Benchmarks whose tables another vLLM CPU kernel class computed are skipped (:func:`benchmark_kernels`);
+    if they are all that is left of what was asked for, nothing runs and the refusal says why.
+    """
     import evaluate
 
-    check_kernels(statuses(study))
+    def asked(pieces: list[Piece]) -> list[Piece]:
+        return [
+            p
+            for p in pieces
+            if (not args.benchmark or p.benchmark == args.benchmark)
+            and (not args.split or p.split == args.split)
+        ]
+
+    here, model = this_cpu()
+    pieces = statuses(study)
+    todo, skipped = runnable(pieces, here)
+    left = [p for p in asked(pieces) if not p.complete]
+    if left and not asked(todo):
+        classes = benchmark_kernels(pieces)
+        why = "; ".join(
+            refusal(b, skipped[b], classes[b][1], here, model)
+            for b in dict.fromkeys(p.benchmark for p in left)
+        )
+        raise SystemExit(f"error: nothing left that this CPU may compute: {why}")
+    for bench, kernels in skipped.items():
+        print(
+            f"skipping {bench}: its tables are vLLM's {kernels} CPU kernels', this CPU ({model}) runs {here}"
+        )
     import_study_packs(study)
     start, blocks, last_block_s = time.monotonic(), 0, 0.0
     while True:
-        pieces = [p for p in statuses(study) if not p.complete]
-        if args.benchmark:
-            pieces = [p for p in pieces if p.benchmark == args.benchmark]
-        if args.split:
-            pieces = [p for p in pieces if p.split == args.split]
+        pieces = asked(runnable(statuses(study), here)[0])
         if not pieces:
-            print("nothing left to run")
+            print("nothing left to run" + (" on this CPU" if skipped else ""))
             return 0
         if args.blocks is not None and blocks >= args.blocks:
             return 0
@@ -390,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         pieces = statuses(study)
         print(format_status(pieces, len(path_run_ids(study["paths"]))))
-        print(kernels_line(pieces))
+        print("\n".join(kernels_lines(pieces)))
         return 0
     stopped_by = [signal.SIGINT]
 

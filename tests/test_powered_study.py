@@ -160,10 +160,51 @@ def test_run_refuses_a_cpu_whose_vllm_kernels_are_not_the_tables(tmp_path, capsy
     (out / "metadata.json").write_text(json.dumps(meta))
     capsys.readouterr()
     assert ps.main(["status", "--study", str(study)]) == 0
-    assert "the study's tables aarch64" in capsys.readouterr().out and "`run` refuses here" in "".join(
-        ps.kernels_line(ps.statuses(ps.load_study(study)))
-    )
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("custom ")]
+    assert "aarch64" in line and "`run` skips it here" in line
     before = sorted(p.name for p in (tmp_path / "packs").iterdir())
-    with pytest.raises(SystemExit, match=r"computed with vLLM's aarch64 CPU kernels .*metadata\.json"):
+    with pytest.raises(
+        SystemExit, match=r"custom tables were computed with vLLM's aarch64 CPU kernels .*metadata"
+    ):
         ps.main(["run", "--study", str(study), "--blocks", "1"])
     assert sorted(p.name for p in (tmp_path / "packs").iterdir()) == before  # nothing ran
+
+
+def _piece(tmp_path: Path, bench: str, split: str, kernels: str | None, done: int = 0):
+    """A study piece whose table (if ``kernels`` is not None) was computed with vLLM kernels of that class."""
+    ps = load_script("powered_study")
+    out = tmp_path / f"{bench}-{split}"
+    if kernels is not None:
+        out.mkdir(parents=True)
+        numerics = {"engine": "vllm", "device": "cpu", "kernels": kernels}
+        (out / "metadata.json").write_text(json.dumps({"engines": {"answer": {"numerics": numerics}}}))
+    return ps.Piece(bench, split, (), out, 10, done, {}, "fp", ())
+
+
+def test_each_benchmark_keeps_the_kernel_class_that_started_it(tmp_path):
+    """A benchmark's splits are one engine's; benchmarks may each be another class's: a CPU continues those of
+    its class, starts those with no table, and skips the rest."""
+    ps = load_script("powered_study")
+    pieces = [
+        _piece(tmp_path, "a", "test", "avx512_bf16", done=10),
+        _piece(tmp_path, "a", "val", None),  # no table yet, but its test split fixed the class
+        _piece(tmp_path, "b", "test", "avx512"),
+        _piece(tmp_path, "c", "test", None),
+    ]
+    assert {b: k for b, (k, _) in ps.benchmark_kernels(pieces).items()} == {
+        "a": "avx512_bf16",
+        "b": "avx512",
+        "c": None,
+    }
+    todo, skipped = ps.runnable(pieces, "avx512")
+    assert [(p.benchmark, p.split) for p in todo] == [("b", "test"), ("c", "test")]
+    assert skipped == {"a": "avx512_bf16"}
+    todo, skipped = ps.runnable(pieces, "avx512_bf16")
+    assert [(p.benchmark, p.split) for p in todo] == [("a", "val"), ("c", "test")] and skipped == {
+        "b": "avx512"
+    }
+    # Two classes in one benchmark's tables: named, never picked between.
+    mixed = [*pieces, _piece(tmp_path, "c", "val", "avx2")]
+    mixed[3] = _piece(tmp_path / "x", "c", "test", "avx512")
+    with pytest.raises(SystemExit, match=r"the c tables were computed with different vLLM CPU kernels"):
+        ps.benchmark_kernels(mixed)
