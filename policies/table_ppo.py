@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.vec_env import DummyVecEnv
 from torch import nn
 
@@ -153,6 +154,9 @@ class TablePPO:
                 device="cpu",
                 verbose=0,
             )
+            # Nothing to log (verbose 0, no run dir), but without a logger of its own SB3 makes an empty
+            # SB3-<time> folder in the temp dir per learn(): hundreds after one `evaluate.py learners`.
+            model.set_logger(Logger(folder=None, output_formats=[]))
             model.learn(total_timesteps=s.timesteps)
             for price in group:
                 self._models[float(price)] = (model, make())

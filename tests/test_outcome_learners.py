@@ -5,6 +5,7 @@ and cross-fitting never lets a question see its own outcome."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -51,7 +52,10 @@ def test_a_learner_that_tells_the_kinds_apart_passes_the_guard_and_ships():
     assert shipped.vs_high is not None and shipped.vs_high[0] == pytest.approx(0.5)
 
 
-def test_ppo_trained_on_the_table_tells_the_kinds_apart_in_both_settings_and_every_seed():
+def test_ppo_trained_on_the_table_tells_the_kinds_apart_in_both_settings_and_every_seed(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where SB3 would put a logger folder of its own
     x_val, val = _two_kinds(60, 0)
     x_test, test = _two_kinds(80, 1)
     quick = TablePPOSettings(timesteps=3000)
@@ -69,6 +73,7 @@ def test_ppo_trained_on_the_table_tells_the_kinds_apart_in_both_settings_and_eve
     with pytest.raises(KeyError, match=r"not 0\.5"):
         learners[0].choose(x_test, 0.5)
     assert learners[1].choose(x_test, 0.5).shape == (80,)
+    assert list(tmp_path.glob("SB3-*")) == []  # no empty SB3-<time> folder per learn()
 
 
 def test_principal_features_are_fitted_on_the_training_rows_and_standardised():
