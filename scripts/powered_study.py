@@ -364,7 +364,8 @@ def run(study: dict[str, Any], args: argparse.Namespace) -> int:
         raise SystemExit(f"error: nothing left that this CPU may compute: {why}")
     for bench, kernels in skipped.items():
         print(
-            f"skipping {bench}: its tables are vLLM's {kernels} CPU kernels', this CPU ({model}) runs {here}"
+            f"skipping {bench}: its tables are of vLLM's {kernels} CPU kernels; this CPU ({model}) "
+            f"runs {here}"
         )
     import_study_packs(study)
     start, blocks, last_block_s = time.monotonic(), 0, 0.0
