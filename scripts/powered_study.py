@@ -242,13 +242,12 @@ def kernels_lines(pieces: list[Piece]) -> list[str]:
     here, model = this_cpu()
     lines = [f"vLLM CPU kernels: this CPU ({model}) runs {here}; per benchmark (a replay runs on any CPU):"]
     for bench, (kernels, _) in benchmark_kernels(pieces).items():
-        left = any(not p.complete for p in pieces if p.benchmark == bench)
-        if kernels is None:
-            verdict = f"no table yet: `run` would start it here as {here}" if left else "no table"
-        elif kernels == here:
-            verdict = "`run` continues it here" if left else "complete"
+        if all(p.complete for p in pieces if p.benchmark == bench):
+            verdict = "complete"
+        elif kernels is None:
+            verdict = f"no table yet: `run` would start it here as {here}"
         else:
-            verdict = "`run` skips it here" if left else "complete"
+            verdict = "`run` continues it here" if kernels == here else "`run` skips it here"
         lines.append(f"  {bench:<24} {kernels or '-':<18} {verdict}")
     return lines
 
