@@ -85,7 +85,14 @@ def measure(
     ``filter_only``), plus the recall of the retriever's top-k (rows ``retriever top-k``)."""
     components = make_components(cfg)
     try:
-        items = question_bank_from(cfg, split, components.encoder, progress=False)
+        bank_cfg = cfg
+        if limit and not stratified:
+            # The bank built with a limit is the first `limit` questions of the whole bank (select_questions
+            # cuts one order), so only their histories are built and retrieved, not the whole split's.
+            qb = dict(cfg.get("question_bank") or {})
+            qb["limit"] = min(limit, qb.get("limit") or limit)
+            bank_cfg = {**cfg, "question_bank": qb}
+        items = question_bank_from(bank_cfg, split, components.encoder, progress=False)
         if stratified and limit:
             items = stratified_items(items, limit, lambda it: str(it.question.category))
         else:

@@ -13,6 +13,12 @@ def _load():
     return load_script("bench_ladder_evidence")
 
 
+def _fast(tmp_path) -> list[str]:
+    """The fake LLM and hashing encoder, and no reranker stage (it would load MiniLM: 20 s a test)."""
+    sets = ("backend=fake", "encoder=hashing", "memory=no_ce", f"question_bank.cache_dir={tmp_path}")
+    return [a for s in sets for a in ("--set", s)]
+
+
 def test_variants_parse_and_bad_ones_are_named():
     ladder = _load()
     got = ladder.parse_variants("a:keep_evidence=true,filter_retrieval_weight=0.5; b:")
@@ -25,8 +31,7 @@ def test_variants_parse_and_bad_ones_are_named():
 def test_keep_evidence_mid_keeps_the_budget_and_the_template(tmp_path, capsys):
     ladder = _load()
     args = ["--split", "val", "--limit", "3", "--experiment", "none", "--out", str(tmp_path)]
-    for override in ("backend=fake", "encoder=hashing", f"question_bank.cache_dir={tmp_path}"):
-        args += ["--set", override]
+    args += _fast(tmp_path)
     args += ["--variants", "thr:keep_evidence=false,module_topk=2;keep:keep_evidence=true,module_topk=2"]
     assert ladder.main(args) == 0
     res = json.loads((tmp_path / "locomo_val.json").read_text())["results"]
@@ -45,8 +50,7 @@ def test_keep_evidence_mid_keeps_the_budget_and_the_template(tmp_path, capsys):
 def test_filter_only_measures_the_high_filter_and_nothing_after_it(tmp_path):
     ladder = _load()
     args = ["--split", "val", "--limit", "4", "--stratified", "--experiment", "none", "--out", str(tmp_path)]
-    for override in ("backend=fake", "encoder=hashing", f"question_bank.cache_dir={tmp_path}"):
-        args += ["--set", override]
+    args += _fast(tmp_path)
     args += ["--variants", "sel:keep_evidence=false", "--tiers", "LOW,HIGH", "--filter-only"]
     assert ladder.main(args) == 0
     res = json.loads((tmp_path / "locomo_val.json").read_text())["results"]["sel"]
