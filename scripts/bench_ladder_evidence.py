@@ -85,18 +85,12 @@ def measure(
     ``filter_only``), plus the recall of the retriever's top-k (rows ``retriever top-k``)."""
     components = make_components(cfg)
     try:
-        bank_cfg = cfg
-        if limit and not stratified:
-            # The bank built with a limit is the first `limit` questions of the whole bank (select_questions
-            # cuts one order), so only their histories are built and retrieved, not the whole split's.
-            qb = dict(cfg.get("question_bank") or {})
-            qb["limit"] = min(limit, qb.get("limit") or limit)
-            bank_cfg = {**cfg, "question_bank": qb}
-        items = question_bank_from(bank_cfg, split, components.encoder, progress=False)
+        # The bank built with a limit is the first `limit` questions of the whole bank (select_questions
+        # cuts one order), so only their histories are built and retrieved; a stratified pick needs them all.
+        bank = {**cfg["question_bank"], "limit": None if stratified else limit}
+        items = question_bank_from({**cfg, "question_bank": bank}, split, components.encoder, progress=False)
         if stratified and limit:
             items = stratified_items(items, limit, lambda it: str(it.question.category))
-        else:
-            items = items[:limit]
         names = [f"all-{t.name}" for t in tiers] + [f"retriever top-{k or 'all'}" for k in RANK_CUTS]
         rows: dict[str, dict[str, list[float]]] = {n: {} for n in names}
         for item in tqdm(items, desc="questions", unit="q"):
