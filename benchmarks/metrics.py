@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import string
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
-from nltk.stem import PorterStemmer
-
 from benchmarks.types import Question
+from common.stemming import porter_stem
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
-_STEMMER = PorterStemmer()
 _ABSTAIN_PHRASES = ("no information available", "not mentioned")
 
 
@@ -27,14 +24,9 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-@functools.lru_cache(maxsize=65536)
-def _stem(word: str) -> str:
-    return _STEMMER.stem(word)
-
-
 def normalized_tokens(text: str) -> list[str]:
     """Normalised, Porter-stemmed tokens of ``text``."""
-    return [_stem(w) for w in normalize_answer(text).split()]
+    return [porter_stem(w) for w in normalize_answer(text).split()]
 
 
 def token_f1(prediction: str, gold: str) -> float:

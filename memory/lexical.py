@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from nltk.stem import PorterStemmer
+
+from common.stemming import porter_stem
 
 _WORD_RE = re.compile(r"[a-z0-9]+")
 
@@ -25,17 +25,9 @@ STOP_WORDS = frozenset(
 )
 
 
-_PORTER = PorterStemmer()  # pure Python, needs no nltk data download
-
-
-@lru_cache(maxsize=200_000)
-def _stem(word: str) -> str:
-    return _PORTER.stem(word)
-
-
 def lexical_tokens(text: str) -> list[str]:
     """Lower-cased, stop-word-free, Porter-stemmed word tokens (digits kept: years, counts)."""
-    return [_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOP_WORDS]
+    return [porter_stem(w) for w in _WORD_RE.findall(text.lower()) if w not in STOP_WORDS]
 
 
 def lexical_text(text: str, metadata: Mapping[str, Any], fields: Sequence[str]) -> str:
